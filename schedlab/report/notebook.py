@@ -74,8 +74,9 @@ class StudyContext:
         variants = "; ".join(f"\\texttt{{{_latex_escape(v)}}} ({_latex_escape(d['label'])})"
                              for v, d in s["variants"].items())
         tbd = prov["testbeds"][0] if prov["testbeds"] else {}
-        tb_text = ", ".join(f"{_latex_escape(str(k))} {_latex_escape(str(v))[:40]}" for k, v in sorted(tbd.items())
-                            if isinstance(v, (str, int, float)))
+        from schedlab.report.methods import _short
+        tb_text = ", ".join(f"{_latex_escape(str(k))} \\texttt{{{_latex_escape(_short(v))}}}"
+                            for k, v in sorted(tbd.items()) if isinstance(v, (str, int, float)))
         return (f"\\paragraph{{Setup as run ({tb}).}} Points: {axes}. Variants: {variants}; "
                 f"baseline \\texttt{{{_latex_escape(s['baseline'])}}}. "
                 f"{st['runs']} measured runs per point after {st['warmup']} discarded warm-up run(s), "

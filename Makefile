@@ -10,7 +10,9 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 DEBS_BASE := python3 python3-venv make gcc libc6-dev git
 DEBS_PAPER := $(DEBS_BASE) ministat latexmk texlive-latex-base texlive-latex-recommended \
 	texlive-latex-extra texlive-science texlive-fonts-recommended texlive-pictures lmodern
-DEBS_TEST := $(DEBS_PAPER)
+# the lab testbed's tests drive a real sshd and a real IPMI endpoint (ipmi_sim)
+DEBS_LAB := openipmi ipmitool openssh-server openssh-client grub2-common util-linux socat
+DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB)
 # testbed_host=1: one job at a time drives a virtual or lab host (sim jobs need none)
 SNAKEMAKE := snakemake --cores $(JOBS) --resources testbed_host=1 --rerun-incomplete --show-failed-logs
 

@@ -24,6 +24,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--manifest", help="also write the point's manifest (used by the Snakemake rules)")
     r.add_argument("--host", help="lab testbed: inventory host or pool to run on")
 
+    rs = sub.add_parser("run-study", help="run a whole study in its interleaved plan order (real hosts)")
+    rs.add_argument("study")
+    rs.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True)
+    rs.add_argument("--out", default="data")
+    rs.add_argument("--seed", type=int)
+    rs.add_argument("--manifest", help="write the study manifest (all.json) here")
+    rs.add_argument("--host", help="lab testbed: inventory host or pool to run on")
+
     pl = sub.add_parser("plan", help="print a study's randomised, interleaved run order")
     pl.add_argument("study")
     pl.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim")
@@ -47,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
-        return globals()[f"cmd_{args.cmd}"](args)
+        return globals()[f"cmd_{args.cmd.replace('-', '_')}"](args)
     except config.ConfigError as e:
         print(f"schedlab: configuration error:\n{e}", file=sys.stderr)
         return 2
@@ -76,8 +84,26 @@ def cmd_run(args) -> int:
     options = {"host": args.host} if args.host else {}
     from schedlab import testbeds
     tb = testbeds.get(args.testbed, **options)
-    PointRunner(study, args.testbed, args.variant, point, Path(args.out), _base_seed(args),
-                runs=args.reps, testbed=tb).run(manifest=Path(args.manifest) if args.manifest else None)
+    try:
+        PointRunner(study, args.testbed, args.variant, point, Path(args.out), _base_seed(args),
+                    runs=args.reps, testbed=tb).run(manifest=Path(args.manifest) if args.manifest else None)
+    finally:
+        tb.close()
+    return 0
+
+
+def cmd_run_study(args) -> int:
+    from schedlab import testbeds
+    from schedlab.run import gather, run_study
+    study = config.load_study(args.study)
+    tb = testbeds.get(args.testbed, **({"host": args.host} if args.host else {}))
+    points_dir = Path(args.out) / "runs" / args.testbed / study["study"]
+    try:
+        entries = run_study(study, args.testbed, Path(args.out), _base_seed(args), tb, manifest_dir=points_dir)
+    finally:
+        tb.close()
+    if args.manifest:
+        gather([points_dir / v / f"{pid}.json" for v, pid in entries], Path(args.manifest))
     return 0
 
 

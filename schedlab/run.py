@@ -101,79 +101,124 @@ class PointRunner:
         self.definition_hash = config.sha256(self.definition)
         order = plan(study, testbed_name, base_seed)
         self.order = {(e["variant"], config.point_id(e["point"]), e["repetition"]): e for e in order}
+        self._build_id: str | None = None
+        self._described: dict | None = None
 
     def run_key(self, rep: int, build_id: str) -> str:
         return config.sha256({"definition": self.definition_hash, "build": build_id,
                               "repetition": rep, "base_seed": self.base_seed})
 
+    def total(self) -> int:
+        return self.settings["warmup"] + self.settings["runs"]
+
     def run(self, manifest: Path | None = None) -> list[dict]:
-        pid = config.point_id(self.point)
-        store.sweep_partial(self.folder)
-        build_id = self.testbed.build_id(self.study, self.variant)
-        described = None
-        total = self.settings["warmup"] + self.settings["runs"]
-        entries = []
-        for rep in range(total):
-            warm = rep < self.settings["warmup"]
-            key = self.run_key(rep, build_id)
-            run_id = f"{self.variant}_{pid}_r{rep:02d}_{key[:10]}"
-            path = self.folder / f"{run_id}.json"
-            tag = f"[{self.study['study']}/{self.testbed_name}] {self.variant} {pid} run {rep + 1}/{total}" + (" (warm-up)" if warm else "")
-            if path.exists():
-                rec = store.read_record(path)
-                problems = store.check_record(path, rec)
-                if problems:
-                    raise store.RecordError(f"{path}: existing record is damaged: {'; '.join(problems)} "
-                                            "(it is left untouched; move it aside to re-measure)")
-                print(f"{tag}: reusing {path.name}", file=self.log, flush=True)
-                entries.append(rec)
-                continue
-            described = described or self.testbed.describe()
-            seed = derive_seed(self.base_seed, self.testbed_name, self.study["study"], self.variant, pid, rep)
-            order = self.order.get((self.variant, pid, rep), {"index": -1, "plan_size": 0, "plan_seed": 0})
-            base = {
-                "format": store.FORMAT, "run_key": key, "study": self.study["study"],
-                "testbed": self.testbed_name, "variant": self.variant, "point": self.point, "point_id": pid,
-                "repetition": rep, "warmup": warm, "seed": seed, "definition_hash": self.definition_hash,
-                "run_order": {"index": order["index"], "plan_size": order["plan_size"],
-                              "plan_seed": order["plan_seed"], "executed_as": "point-job"},
-                "provenance": {**repo_state(), "schedlab_version": __version__, "testbed": described,
-                               "build_id": build_id, "host": host_description(),
-                               "study_file_sha256": self.study.get("_sha256", "")},
-            }
-            for attempt in range(1, self.settings["retries"] + 2):
-                started, t0 = _now(), time.monotonic()
-                try:
-                    result = self.testbed.run_once(self.study, self.variant, self.point, seed)
-                except RunFailed as e:
-                    store.write_record(self.folder, {
-                        **base, "run_id": f"{run_id}.failed{attempt}", "status": "failed", "attempt": attempt,
-                        "error": str(e), "log": e.log[-20000:], "metrics": {}, "started": started,
-                        "finished": _now(), "duration_s": time.monotonic() - t0})
-                    print(f"{tag}: FAILED (attempt {attempt}): {e}", file=self.log, flush=True)
-                    continue
-                missing = [m["name"] for m in self.study["metrics"] if m["name"] not in result.metrics]
-                if missing:
-                    raise RunFailed(f"testbed {self.testbed_name} returned no value for metric(s) {', '.join(missing)}")
-                rec = {**base, "run_id": run_id, "status": "ok", "attempt": attempt,
-                       "metrics": {k: float(v) for k, v in result.metrics.items()},
-                       "counters": result.counters, "samples": result.samples,
-                       "started": started, "finished": _now(), "duration_s": time.monotonic() - t0}
-                store.write_record(self.folder, rec)
-                shown = ", ".join(f"{k}={v:.6g}" for k, v in rec["metrics"].items())
-                print(f"{tag}: {shown} ({rec['duration_s']:.2f} s)", file=self.log, flush=True)
-                entries.append(store.read_record(path))
-                break
-            else:
-                raise RunFailed(f"{tag}: failed {self.settings['retries'] + 1} times; failure records are in {self.folder}")
+        """All repetitions of this point, in repetition order (the sim's point jobs)."""
+        entries = [self.run_rep(rep) for rep in range(self.total())]
         if manifest:
             write_manifest(Path(manifest), self, entries)
         return entries
 
+    def run_rep(self, rep: int, executed_as: str = "point-job") -> dict:
+        """One repetition: reuse its record if it exists, else run it (with retries)
+        and write its record. Returns the record."""
+        pid = config.point_id(self.point)
+        if self._build_id is None:
+            store.sweep_partial(self.folder)
+            self._build_id = self.testbed.build_id(self.study, self.variant)
+        build_id = self._build_id
+        total = self.total()
+        warm = rep < self.settings["warmup"]
+        key = self.run_key(rep, build_id)
+        run_id = f"{self.variant}_{pid}_r{rep:02d}_{key[:10]}"
+        path = self.folder / f"{run_id}.json"
+        tag = (f"[{self.study['study']}/{self.testbed_name}] {self.variant} {pid} run {rep + 1}/{total}"
+               + (" (warm-up)" if warm else ""))
+        if path.exists():
+            rec = store.read_record(path)
+            problems = store.check_record(path, rec)
+            if problems:
+                raise store.RecordError(f"{path}: existing record is damaged: {'; '.join(problems)} "
+                                        "(it is left untouched; move it aside to re-measure)")
+            print(f"{tag}: reusing {path.name}", file=self.log, flush=True)
+            return rec
+        self._described = self._described or self.testbed.describe()
+        seed = derive_seed(self.base_seed, self.testbed_name, self.study["study"], self.variant, pid, rep)
+        order = self.order.get((self.variant, pid, rep), {"index": -1, "plan_size": 0, "plan_seed": 0})
+        base = {
+            "format": store.FORMAT, "run_key": key, "study": self.study["study"],
+            "testbed": self.testbed_name, "variant": self.variant, "point": self.point, "point_id": pid,
+            "repetition": rep, "warmup": warm, "seed": seed, "definition_hash": self.definition_hash,
+            "run_order": {"index": order["index"], "plan_size": order["plan_size"],
+                          "plan_seed": order["plan_seed"], "executed_as": executed_as},
+            "provenance": {**repo_state(), "schedlab_version": __version__, "testbed": self._described,
+                           "build_id": build_id, "host": host_description(),
+                           "study_file_sha256": self.study.get("_sha256", "")},
+        }
+        for attempt in range(1, self.settings["retries"] + 2):
+            started, t0 = _now(), time.monotonic()
+            try:
+                result = self.testbed.run_once(self.study, self.variant, self.point, seed)
+            except RunFailed as e:
+                store.write_record(self.folder, {
+                    **base, "run_id": f"{run_id}.failed{attempt}", "status": "failed", "attempt": attempt,
+                    "error": str(e), "log": e.log[-20000:], "metrics": {}, "started": started,
+                    "finished": _now(), "duration_s": time.monotonic() - t0})
+                print(f"{tag}: FAILED (attempt {attempt}): {e}", file=self.log, flush=True)
+                continue
+            missing = [m["name"] for m in self.study["metrics"] if m["name"] not in result.metrics]
+            if missing:
+                raise RunFailed(f"testbed {self.testbed_name} returned no value for metric(s) {', '.join(missing)}")
+            rec = {**base, "run_id": run_id, "status": "ok", "attempt": attempt,
+                   "metrics": {k: float(v) for k, v in result.metrics.items()},
+                   "counters": result.counters, "samples": result.samples,
+                   "started": started, "finished": _now(), "duration_s": time.monotonic() - t0}
+            store.write_record(self.folder, rec)
+            shown = ", ".join(f"{k}={v:.6g}" for k, v in rec["metrics"].items())
+            print(f"{tag}: {shown} ({rec['duration_s']:.2f} s)", file=self.log, flush=True)
+            return store.read_record(path)
+        raise RunFailed(f"{tag}: failed {self.settings['retries'] + 1} times; failure records are in {self.folder}")
+
+
+def run_study(study: dict, testbed_name: str, data_dir: Path, base_seed: int, testbed,
+              manifest_dir: Path | None = None, log=sys.stderr) -> dict[tuple, list[dict]]:
+    """The whole study in its plan order (real hosts: variants interleaved across
+    reboots, so host drift is spread over all of them). Existing records are
+    reused, so a killed study resumes where it stopped."""
+    runners: dict[tuple, PointRunner] = {}
+    entries: dict[tuple, list[dict]] = {}
+    for e in plan(study, testbed_name, base_seed):
+        k = (e["variant"], config.point_id(e["point"]))
+        if k not in runners:
+            runners[k] = PointRunner(study, testbed_name, e["variant"], e["point"], data_dir, base_seed,
+                                     testbed=testbed, log=log)
+        entries.setdefault(k, []).append(runners[k].run_rep(e["repetition"], executed_as="plan"))
+    if manifest_dir:
+        for (variant, pid), recs in entries.items():
+            write_manifest(Path(manifest_dir) / variant / f"{pid}.json", runners[(variant, pid)],
+                           sorted(recs, key=lambda r: r["repetition"]))
+    return entries
+
+
+def _atomic_json(path: Path, body) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def gather(point_manifests: list[Path], out: Path) -> None:
+    """The study manifest the notebooks read: every point's runs for the current
+    definition, from the point manifests (sim) or from run_study (hosts)."""
+    points = [json.loads(Path(p).read_text()) for p in point_manifests]
+    if not points:
+        raise ValueError("gather: no point manifests")
+    _atomic_json(Path(out), {"study": points[0]["study"], "testbed": points[0]["testbed"],
+                             "points": sorted(points, key=lambda b: (b["variant"], b["point_id"]))})
+
 
 def write_manifest(path: Path, runner: PointRunner, entries: list[dict]) -> None:
-    """The point's runs for the current definition: what the notebooks read.
-    Derived data, so it may be replaced (atomically)."""
+    """The point's runs for the current definition. Derived data, so it may be
+    replaced (atomically)."""
     body = {
         "study": runner.study["study"], "testbed": runner.testbed_name, "variant": runner.variant,
         "point": runner.point, "point_id": config.point_id(runner.point),
@@ -181,7 +226,4 @@ def write_manifest(path: Path, runner: PointRunner, entries: list[dict]) -> None
         "runs": [{"run_id": r["run_id"], "path": str(Path("raw") / r["testbed"] / r["study"] / f"{r['run_id']}.json"),
                   "checksum": r["checksum"], "warmup": r["warmup"]} for r in entries],
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    _atomic_json(path, body)

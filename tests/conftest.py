@@ -27,7 +27,7 @@ def sim_binary():
 def copy_workdir(dest: Path) -> Path:
     """A scratch copy of the pipeline (no data), to run Snakemake on altered inputs."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "workflow", "config", "notebooks", "paper", "sim"):
+    for name in ("Snakefile", "environment.yml", "workflow", "config", "notebooks", "paper", "sim"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("build", "generated", "*.pdf",

@@ -60,18 +60,24 @@ def test_second_run_does_nothing(built):
 
 
 def test_every_cell_traces_to_its_runs(built):
+    import io
+
+    from schedlab.report.trace import trace
     work, _, _ = built
     for side_path in tables(work):
         side = json.loads(side_path.read_text())
         assert side["cells"]
-        for key in side["cells"]:
-            r = schedlab("trace", side["table"], key, "--json", "--paper-dir", work / "paper",
-                         "--data-dir", work / "data")
-            assert r.returncode == 0, r.stderr
-            rep = json.loads(r.stdout)
+        for key in side["cells"]:  # every cell, in-process (the CLI calls the same function)
+            out = io.StringIO()
+            assert trace(side["table"], key, work / "paper", work / "data", as_json=True, out=out) == 0
+            rep = json.loads(out.getvalue())
             runs = [x for g in rep["groups"].values() for x in g]
             assert runs and all(x["checksum_ok"] and x["build_id"] for x in runs)
             assert all(x["value"] is not None for x in rep["groups"]["runs"])
+        first = next(iter(side["cells"]))
+        r = schedlab("trace", side["table"], first, "--json", "--paper-dir", work / "paper",
+                     "--data-dir", work / "data")
+        assert r.returncode == 0 and json.loads(r.stdout)["cell"] == first
     # by coordinates too
     r = schedlab("trace", "s1-sim", "0,2", "--paper-dir", work / "paper", "--data-dir", work / "data")
     assert r.returncode == 0 and "runs (" in r.stdout
@@ -92,9 +98,10 @@ def test_changed_record_changes_its_cells_and_the_hash_only(built):
     work, env, _ = built
     before = {p: p.read_text() for p in tables(work)}
     tex_before = (work / "paper/generated/s1/sim-table.tex").read_text()
-    man_path = work / "data/runs/sim/s1/bug/mode-corun.json"
+    man_path = work / "data/runs/sim/s1/all.json"
     man = json.loads(man_path.read_text())
-    entry = next(e for e in man["runs"] if not e["warmup"])
+    point = next(p for p in man["points"] if p["variant"] == "bug" and p["point_id"] == "mode-corun")
+    entry = next(e for e in point["runs"] if not e["warmup"])
     rpath = work / "data" / entry["path"]
     rec = json.loads(rpath.read_text())
     rec["metrics"]["throughput_mbps"] *= 1.5

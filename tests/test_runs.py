@@ -79,3 +79,18 @@ def test_killed_run_loses_nothing_and_leaves_nothing_partial(sim_binary, tmp_pat
     final = sorted(folder.glob("*.json"))
     assert len(final) == 6 and not list(folder.glob(".tmp-*"))
     assert all(done[p.name] == p.read_bytes() for p in final if p.name in done)
+
+
+def test_run_study_follows_the_interleaved_plan(sim_binary, tmp_path):
+    """Real hosts run a study in its plan order; the sim runs it the same way here."""
+    r = schedlab("run-study", "s1", "--testbed", "sim", "--seed", "5", "--out", tmp_path,
+                 "--manifest", tmp_path / "all.json")
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(p.read_text()) for p in records(tmp_path)]
+    st = config.load_study("s1")
+    assert len(recs) == 2 * 2 * (st["runs"] + st["warmup"])
+    by_start = sorted(recs, key=lambda x: (x["started"], x["run_order"]["index"]))  # ms clock ties
+    assert [x["run_order"]["index"] for x in by_start] == list(range(len(recs)))
+    assert {x["run_order"]["executed_as"] for x in recs} == {"plan"}
+    man = json.loads((tmp_path / "all.json").read_text())
+    assert sum(len(p["runs"]) for p in man["points"]) == len(recs)

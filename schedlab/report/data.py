@@ -16,8 +16,8 @@ class DataError(Exception):
     pass
 
 
-def manifests(data_dir: Path, testbed: str, study: str) -> list[Path]:
-    return sorted((Path(data_dir) / "runs" / testbed / study).glob("*/*.json"))
+def study_manifest(data_dir: Path, testbed: str, study: str) -> Path:
+    return Path(data_dir) / "runs" / testbed / study / "all.json"
 
 
 def load_runs(data_dir: Path, testbed: str, study: str, include_warmup: bool = False) -> pd.DataFrame:
@@ -27,8 +27,9 @@ def load_runs(data_dir: Path, testbed: str, study: str, include_warmup: bool = F
     data_dir = Path(data_dir)
     rows = []
     validator = store._validator()
-    for mpath in manifests(data_dir, testbed, study):
-        man = json.loads(mpath.read_text())
+    mpath = study_manifest(data_dir, testbed, study)
+    points = json.loads(mpath.read_text())["points"] if mpath.exists() else []
+    for man in points:
         for entry in man["runs"]:
             rpath = data_dir / entry["path"]
             rec = store.read_record(rpath)
@@ -44,7 +45,7 @@ def load_runs(data_dir: Path, testbed: str, study: str, include_warmup: bool = F
                          "checksum": rec["checksum"], "build_id": rec["provenance"]["build_id"],
                          **rec["metrics"]})
     if not rows:
-        raise DataError(f"no runs for study {study} on testbed {testbed} under {data_dir}/runs "
+        raise DataError(f"no runs for study {study} on testbed {testbed} in {mpath} "
                         f"(run `snakemake` or `schedlab run {study} --testbed {testbed} ...` first)")
     return pd.DataFrame(rows)
 

@@ -41,3 +41,7 @@ class Testbed:
 
     def run_once(self, study: dict, variant: str, point: dict, seed: int) -> RunResult:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the testbed holds (a host lock, a virtual host); called once
+        after the last run of a `schedlab run`, also when it fails."""

@@ -32,6 +32,9 @@ rule paper:
         "paper/generated/dataset.tex",
         "paper/generated/agreement/table.tex",
         "paper/generated/agreement/macros.tex",
+        "paper/generated/mechanism/figure.pdf",
+        "paper/generated/mechanism/macros.tex",
+        "paper/generated/mechanism/caption.tex",
     output:
         "paper/main.pdf",
     log:

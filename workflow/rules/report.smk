@@ -6,7 +6,7 @@ rule notebook:
     input:
         notebook="notebooks/{study}.ipynb",
         study=f"{STUDIES_DIR}/{{study}}.yaml",
-        manifests=lambda wc: point_manifests(wc.study, wc.testbed),
+        runs=f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
     output:
         [f"paper/generated/{{study}}/{{testbed}}-{f}" for f in NB_OUT],
         executed=f"{DATA}/derived/notebooks/{{study}}-{{testbed}}.ipynb",
@@ -47,3 +47,25 @@ rule agreement:
         "papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
         "-p testbeds {params.testbeds} -p studies_dir {params.studies_dir} > {log} 2>&1 "
         "|| {{ tail -40 {log}; exit 1; }}"
+
+
+# The mechanism figure: one traced sim scenario, three lock/yield variants on one timeline.
+rule mechanism:
+    input:
+        notebook="notebooks/mechanism.ipynb",
+        study=f"{STUDIES_DIR}/s0.yaml",
+        sim="sim/build/credit1sim",
+    output:
+        "paper/generated/mechanism/figure.pdf",
+        "paper/generated/mechanism/macros.tex",
+        "paper/generated/mechanism/caption.tex",
+        executed=f"{DATA}/derived/notebooks/mechanism.ipynb",
+    params:
+        studies_dir=STUDIES_DIR,
+    conda:
+        "../../environment.yml"
+    log:
+        f"{DATA}/logs/notebooks/mechanism.log",
+    shell:
+        "papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
+        "-p studies_dir {params.studies_dir} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"

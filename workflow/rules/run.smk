@@ -1,4 +1,8 @@
-# Run stage: one job per (testbed, study, variant, point). `schedlab run`
+# Run stage. On the sim, one job per (study, variant, point), in parallel; on
+# real hosts (qemu, lab), one job per study that runs the study's interleaved
+# plan in order. Either way the notebooks read data/runs/TESTBED/STUDY/all.json.
+#
+# Sim: one job per (testbed, study, variant, point). `schedlab run`
 # writes one raw record per run under data/raw/ (append-only, never a declared
 # output, so Snakemake never deletes one) and the point's manifest, which is
 # the job's output. Records that already exist for the current definition and
@@ -18,7 +22,7 @@ rule run_point:
         seed=SEED,
         data=DATA,
     wildcard_constraints:
-        testbed="sim|qemu|lab",
+        testbed="sim",
         study="[a-z][a-z0-9_]*",
         variant="[a-z][a-z0-9_]*",
         point="[A-Za-z0-9_.=-]+",
@@ -33,4 +37,46 @@ rule run_point:
     shell:
         "schedlab run {params.study_file} --testbed {wildcards.testbed} --variant {wildcards.variant} "
         "{params.point_args} --seed {params.seed} --out {params.data} --manifest {output} 2>&1 | tee {log}; "
+        "exit ${{PIPESTATUS[0]}}"
+
+
+rule gather_points:
+    input:
+        lambda wc: point_manifests(wc.study, wc.testbed),
+    output:
+        f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
+    wildcard_constraints:
+        testbed="sim",
+    run:
+        from schedlab.run import gather
+
+        gather(input, output[0])
+
+
+# Real hosts: the whole study in its plan order, one host job at a time.
+rule run_study:
+    input:
+        run_inputs,
+    output:
+        f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
+    params:
+        definition=lambda wc: [definition_hash(wc.study, wc.testbed, v, pid)
+                               for v in STUDIES[wc.study]["variants"] for pid in study_points(wc.study, wc.testbed)],
+        study_file=lambda wc: f"{STUDIES_DIR}/{wc.study}.yaml",
+        seed=SEED,
+        data=DATA,
+        host=lambda wc: f"--host {config['lab_host']}" if wc.testbed == "lab" and config.get("lab_host") else "",
+    wildcard_constraints:
+        testbed="qemu|lab",
+        study="[a-z][a-z0-9_]*",
+    resources:
+        testbed_host=1,
+    retries: 1
+    conda:
+        "../../environment.yml"
+    log:
+        f"{DATA}/logs/{{testbed}}/{{study}}.log",
+    shell:
+        "schedlab run-study {params.study_file} --testbed {wildcards.testbed} {params.host} "
+        "--seed {params.seed} --out {params.data} --manifest {output} 2>&1 | tee {log}; "
         "exit ${{PIPESTATUS[0]}}"

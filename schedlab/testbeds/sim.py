@@ -1,0 +1,505 @@
+"""The sim testbed: runs sim/build/credit1sim (a C discrete-event model of Xen credit1, see
+sim/README.md) at full published scale.
+
+Each study's workload parameters live in the study file under `sim_workload:` and each variant's
+scheduler switches under `variants.<name>.sim`.  This module only turns (study, variant, point, seed)
+into scenario JSON, runs the binary, and maps its result onto the study's metric names.  It never reads
+the study's `published:` key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from .base import RunFailed, RunResult, Testbed
+
+REPO = Path(__file__).resolve().parents[2]
+SIM_DIR = REPO / "sim"
+BINARY = SIM_DIR / "build" / "credit1sim"
+
+_build_lock = threading.Lock()
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def source_files() -> list[Path]:
+    files = sorted((SIM_DIR / "src").glob("*.[ch]"))
+    return files + [SIM_DIR / "Makefile"]
+
+
+def sources_hash() -> str:
+    h = hashlib.sha256()
+    for f in source_files():
+        h.update(f.relative_to(SIM_DIR).as_posix().encode() + b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def ensure_binary(binary: Path = BINARY, build: bool = True) -> Path:
+    """Build sim/build/credit1sim with `make -C sim` if it is absent or older than its sources."""
+    def stale() -> bool:
+        return not binary.exists() or any(f.stat().st_mtime > binary.stat().st_mtime for f in source_files())
+
+    if binary != BINARY:            # a binary given by the caller is used as is
+        if not binary.exists():
+            raise RunFailed(f"simulator binary {binary} does not exist")
+        return binary
+    if not stale():
+        return binary
+    if not build:
+        raise RunFailed(f"simulator binary {binary} missing or stale; run `make -C sim`")
+    import fcntl
+    with _build_lock:
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        with open(binary.parent / ".build.lock", "w") as lk:   # several run processes may start at once
+            fcntl.flock(lk, fcntl.LOCK_EX)
+            if stale():
+                p = subprocess.run(["make", "-C", str(SIM_DIR)], capture_output=True, text=True)
+                if p.returncode != 0 or not binary.exists():
+                    raise RunFailed("`make -C sim` failed", log=p.stdout + p.stderr)
+    return binary
+
+
+def run_scenario(scenario: dict, binary: Path | None = None, timeout: float = 900) -> dict:
+    """Run one scenario dict through the simulator and return its parsed result."""
+    binary = ensure_binary(Path(binary) if binary else BINARY)
+    text = json.dumps(scenario, sort_keys=True)
+    try:
+        p = subprocess.run([str(binary)], input=text, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise RunFailed(f"simulator timed out after {timeout} s", log=text) from e
+    if p.returncode != 0:
+        raise RunFailed(f"simulator exit {p.returncode}: {p.stderr.strip()}", log=p.stderr + "\n" + text)
+    try:
+        return json.loads(p.stdout)
+    except json.JSONDecodeError as e:
+        raise RunFailed(f"simulator printed invalid JSON: {e}", log=p.stdout[-2000:]) from e
+
+
+def _seed(seed: int, tag: str) -> int:
+    """A sub-seed per scenario of one run (S1 and S4 run several scenarios per run)."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{tag}".encode()).digest()[:6], "big")
+
+
+def _need(d: dict, key: str, where: str):
+    if key not in d:
+        raise RunFailed(f"study file: missing `{where}.{key}`")
+    return d[key]
+
+
+def _xen(sim: dict, base: dict | None = None) -> dict:
+    """Scheduler options of a variant's `sim:` dict -> scenario `xen` object."""
+    x = dict(base or {})
+    m = {"version": "version", "yield": "yield", "pick": "pick", "push": "push",
+         "migration_delay_us": "migration_delay_us", "ratelimit_us": "ratelimit_us",
+         "tslice_ms": "tslice_ms", "push_period_ms": "push_period_ms",
+         "ipi_latency_us": "ipi_latency_us", "ctxsw_us": "ctxsw_us"}
+    for k, v in sim.items():
+        if k in m:
+            x[m[k]] = str(v) if k == "version" else v
+    return x
+
+
+# ---------------------------------------------------------------- study scenario builders
+
+def _s0(study, variant, sim, wl, point, seed):
+    n = int(point["vms"])
+    job = wl["job"]
+    frac = float(wl.get("job_fraction", 1.0))
+    lock = dict(_need(wl, "lock", "sim_workload"))
+    lock["type"] = sim.get("lock", lock.get("type", "spin-yield"))
+    w = {"kind": "loop", "compute_us": job["compute_us"], "lock": lock, "io": job["io"],
+         "job_work_s": float(job["work_cpu_s"]) * frac}
+    doms = [{"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": w} for i in range(n)]
+    idle = int(wl.get("idle_vms", 0)) - n
+    for i in range(max(0, idle)):
+        doms.append({"name": f"idle{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": {"kind": "idle"}})
+    sc = {"seed": _seed(seed, "s0"), "duration_s": float(wl.get("max_sim_s", 20000)) * frac, "stop_when_done": True,
+          "host": wl["host"], "xen": _xen(sim, wl.get("xen")), "domains": doms}
+    return [("build", sc)]
+
+
+def _s0_metrics(study, res, point, wl):
+    r = res["build"]
+    frac = float(wl.get("job_fraction", 1.0))
+    vms = [d for d in r["domains"] if d["name"].startswith("vm")]
+    if not all(d["done"] for d in vms):
+        raise RunFailed("S0: a build did not finish within max_sim_s")
+    times = [d["done_s"] / frac for d in vms]
+    return ({"time_s": sum(times) / len(times), "throughput": sum(100000.0 / t for t in times)},
+            {"time_s": times})
+
+
+def _s1(study, variant, sim, wl, point, seed):
+    mode = point["mode"]
+    out = []
+    for tag, kind, params in (("stream", "net_stream", wl["stream"]), ("rr", "net_rr", wl["rr"])):
+        io = {"name": "io", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]],
+              "workload": dict(params, kind=kind)}
+        doms = [io]
+        if mode == "corun":
+            doms.append({"name": "cpu", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": {"kind": "cpu"}})
+        elif mode != "alone":
+            raise RunFailed(f"S1: unknown mode {mode!r}")
+        out.append((tag, {"seed": _seed(seed, tag), "duration_s": float(wl["duration_s"]), "warmup_s": float(wl["warmup_s"]),
+                          "host": wl["host"], "xen": _xen(sim, wl.get("xen")), "domains": doms}))
+    return out
+
+
+def _s1_metrics(study, res, point, wl):
+    io_s = next(d for d in res["stream"]["domains"] if d["name"] == "io")
+    io_r = next(d for d in res["rr"]["domains"] if d["name"] == "io")
+    return ({"throughput_mbps": io_s["rx_mbps"], "latency_us": io_r["rr_mean_us"]}, {})
+
+
+def _s2(study, variant, sim, wl, point, seed):
+    k = int(point["overcommit"])
+    lock = dict(wl["lock"])
+    lock["type"] = _need(sim, "lock", f"variants.{variant}.sim")
+    w = {"kind": "loop", "compute_us": wl["compute_us"], "lock": lock, "io": wl["io"]}
+    vpv = int(wl["vcpus_per_vm"])
+    ncpu = wl["host"]["sockets"] * wl["host"]["cores_per_socket"] * wl["host"].get("threads_per_core", 1)
+    nvm = max(1, (k * ncpu) // vpv)
+    doms = [{"name": f"vm{i}", "vcpus": vpv, "workload": w} for i in range(nvm)]
+    return [("storm", {"seed": _seed(seed, "s2"), "duration_s": float(wl["duration_s"]), "warmup_s": float(wl["warmup_s"]),
+                       "host": wl["host"], "xen": _xen(sim, wl.get("xen")), "domains": doms})]
+
+
+def _s2_metrics(study, res, point, wl):
+    r = res["storm"]
+    return ({"ops_per_s": sum(d["ops_per_s"] for d in r["domains"]), "wait_p99_us": r["lock_wait"]["p99_us"]},
+            {"ops_per_s": [d["ops_per_s"] for d in r["domains"]]})
+
+
+def _s3(study, variant, sim, wl, point, seed):
+    n = int(point["vms"])
+    w = dict(wl["workload"], kind="loop")
+    doms = [{"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": w} for i in range(n)]
+    return [("jbb", {"seed": _seed(seed, "s3"), "duration_s": float(wl["duration_s"]), "warmup_s": float(wl["warmup_s"]),
+                     "host": wl["host"], "cache": wl["cache"], "xen": _xen(sim, wl.get("xen")), "domains": doms})]
+
+
+def _s3_metrics(study, res, point, wl):
+    r = res["jbb"]
+    scale = float(wl.get("ops_scale", 1.0))
+    return ({"throughput": scale * sum(d["ops_per_s"] for d in r["domains"]),
+             "migrations": r["counters"]["migrations"] / r["measured_s"]},
+            {"throughput": [scale * d["ops_per_s"] for d in r["domains"]]})
+
+
+def _s4(study, variant, sim, wl, point, seed):
+    n = int(point["vms"])
+    host = wl["host"]
+    ncpu = host["sockets"] * host["cores_per_socket"] * host.get("threads_per_core", 1)
+    nodes = int(host.get("nodes", 1))
+    per = ncpu // nodes
+    placement = _need(sim, "placement", f"variants.{variant}.sim")
+    out = []
+    for kind in ("specjbb", "sysbench", "lmbench"):
+        kw = dict(wl["kinds"][kind]); kw.pop("scale", None); kw.pop("metric", None)
+        kw["kind"] = "loop"
+        doms = []
+        for i in range(n):
+            node = i % nodes                       # libxl-style placement: VMs alternate between nodes
+            cpus = list(range(node * per, (node + 1) * per))
+            d = {"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "home_node": node, "workload": kw}
+            if placement == "pinned":
+                d["hard_affinity"] = cpus
+            elif placement == "soft":
+                d["soft_affinity"] = cpus
+            elif placement != "none":
+                raise RunFailed(f"S4: unknown placement {placement!r}")
+            doms.append(d)
+        out.append((kind, {"seed": _seed(seed, kind), "duration_s": float(wl["duration_s"]), "warmup_s": float(wl["warmup_s"]),
+                           "host": host, "memory": wl["memory"], "cache": wl.get("cache", {}),
+                           "xen": _xen(sim, wl.get("xen")), "domains": doms}))
+    return out
+
+
+def _s4_metrics(study, res, point, wl):
+    m, samples = {}, {}
+    for kind in ("specjbb", "sysbench", "lmbench"):
+        r = res[kind]
+        kw = wl["kinds"][kind]
+        scale = float(kw.get("scale", 1.0))
+        if kw.get("metric", "throughput") == "latency":
+            # time per operation seen by one vCPU (fork+exit+wait), in us
+            nv = int(wl["vcpus_per_vm"])
+            vals = [scale * (r["measured_s"] * nv / max(d["ops"], 1)) * 1e6 for d in r["domains"]]
+        else:
+            vals = [scale * d["ops_per_s"] for d in r["domains"]]
+        m[kind] = sum(vals) / len(vals)
+        samples[kind] = vals
+    return m, samples
+
+
+BUILDERS = {"s0": (_s0, _s0_metrics), "s1": (_s1, _s1_metrics), "s2": (_s2, _s2_metrics),
+            "s3": (_s3, _s3_metrics), "s4": (_s4, _s4_metrics)}
+
+_COUNTER_KEYS = ("context_switches", "migrations", "steals", "boosts", "boosts_on_migration", "yields",
+                 "yields_changed", "tickles", "kickaways", "ratelimited", "push_moves", "tick_migrations",
+                 "parks", "cachehot_skips", "pick_avoids", "spin_s", "runnable_wait_s")
+
+
+class SimTestbed(Testbed):
+    name = "sim"
+
+    def __init__(self, binary: str | os.PathLike | None = None, build: bool = True, timeout: float = 900,
+                 trace_dir: str | os.PathLike | None = None):
+        self.binary = Path(binary) if binary else BINARY
+        self.build = build
+        self.timeout = timeout
+        self.trace_dir = Path(trace_dir) if trace_dir else None
+
+    # -- provenance
+    def describe(self) -> dict[str, Any]:
+        b = ensure_binary(self.binary, self.build)
+        version = subprocess.run([str(b), "--version"], capture_output=True, text=True).stdout.strip()
+        try:
+            cc = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+        except (OSError, IndexError):
+            cc = "unknown"
+        return {"testbed": "sim", "simulator": version, "binary": str(b.relative_to(REPO)) if b.is_relative_to(REPO) else str(b),
+                "binary_sha256": _sha256_file(b), "sources_sha256": sources_hash(),
+                "sources": {f.relative_to(SIM_DIR).as_posix(): _sha256_file(f) for f in source_files()},
+                "compiler": cc, "cflags": "-O2 -std=c11"}
+
+    def build_id(self, study: dict, variant: str) -> str:
+        sim = (study.get("variants", {}).get(variant) or {}).get("sim", {}) or {}
+        h = hashlib.sha256()
+        h.update(sources_hash().encode())
+        h.update(json.dumps(sim, sort_keys=True, default=str).encode())
+        h.update(json.dumps(study.get("sim_workload", {}), sort_keys=True, default=str).encode())
+        return h.hexdigest()[:16]
+
+    def scenarios(self, study: dict, variant: str, point: dict, seed: int) -> list[tuple[str, dict]]:
+        sid = study.get("study")
+        if sid not in BUILDERS:
+            raise RunFailed(f"sim testbed has no model for study {sid!r}")
+        if variant not in study.get("variants", {}):
+            raise RunFailed(f"study {sid}: unknown variant {variant!r}")
+        wl = study.get("sim_workload")
+        if not wl:
+            raise RunFailed(f"study {sid}: no `sim_workload` section")
+        sim = (study["variants"][variant] or {}).get("sim", {}) or {}
+        try:
+            return BUILDERS[sid][0](study, variant, sim, wl, point, int(seed))
+        except KeyError as e:
+            raise RunFailed(f"study {sid}: missing key {e} in sim_workload or point") from e
+
+    def run_once(self, study: dict, variant: str, point: dict, seed: int) -> RunResult:
+        sid = study.get("study")
+        scs = self.scenarios(study, variant, point, seed)
+        res = {}
+        for tag, sc in scs:
+            if self.trace_dir:
+                self.trace_dir.mkdir(parents=True, exist_ok=True)
+                pt = "_".join(f"{k}{v}" for k, v in sorted(point.items()))
+                sc = dict(sc, trace={"file": str(self.trace_dir / f"{sid}_{variant}_{pt}_{seed}_{tag}.jsonl")})
+            res[tag] = run_scenario(sc, ensure_binary(self.binary, self.build), self.timeout)
+        wl = study["sim_workload"]
+        metrics, samples = BUILDERS[sid][1](study, res, point, wl)
+        names = [m["name"] for m in study.get("metrics", [])]
+        if set(metrics) != set(names):
+            raise RunFailed(f"study {sid}: sim metrics {sorted(metrics)} do not match the study's {sorted(names)}")
+        counters: dict[str, Any] = {}
+        for tag, r in res.items():
+            pre = "" if len(res) == 1 else f"{tag}."
+            for k in _COUNTER_KEYS:
+                counters[pre + k] = r["counters"][k]
+            counters[pre + "events"] = r["events"]
+            counters[pre + "sim_time_s"] = r["sim_time_s"]
+            counters[pre + "boosts_by_domain"] = {d["name"]: d["boosts"] for d in r["domains"]}
+            counters[pre + "spin_s_by_domain"] = {d["name"]: d["spin_s"] for d in r["domains"]}
+        return RunResult(metrics={k: float(metrics[k]) for k in names}, counters=counters,
+                         samples={k: [float(x) for x in v] for k, v in samples.items()})
+
+
+# ---------------------------------------------------------------- traces: timelines for figures and checks
+
+def read_trace(path: str | os.PathLike) -> list[dict]:
+    """The JSON-lines trace written by a scenario with `trace` (sim/README.md, "Trace")."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def trace_timeline(events: list[dict], end_ns: int | None = None) -> dict:
+    """Reconstruct, from TRC_SCHED_SWITCH and the GUEST_* records, what every pCPU executed.
+
+    Returns {"segments": [...], "marks": [...], "owner_gaps": [...], "end_ns": t}:
+    - segments: dicts (cpu, dom, vcpu, t0, t1, mode) with mode "work" (computing), "hold" (in a critical section)
+      or "spin" (spinning on a lock, `lock` = its id); a pCPU with no segment is idle.
+    - marks: dicts (t, cpu, dom, vcpu, kind) with kind yield | poll | kick | boost | preempt_holder.
+    - owner_gaps: intervals (dom, lock, owner vcpu, t0, t1, why) during which a lock's owner is not running:
+      why "holder" (preempted inside the critical section) or "grantee" (a FIFO lock handed to a preempted waiter).
+    Open intervals are closed at `end_ns` (the scenario's duration; default: the last event).
+    """
+    run: dict[int, tuple | None] = {}            # cpu -> (dom, vcpu)
+    where: dict[tuple, int] = {}                 # (dom, vcpu) -> cpu while running
+    gstate: dict[tuple, tuple] = {}              # (dom, vcpu) -> ("work"|"hold"|"spin", lock)
+    owner: dict[tuple, tuple] = {}               # (dom, lock) -> (vcpu, "holder"|"grantee")
+    open_seg: dict[int, dict] = {}
+    open_gap: dict[tuple, dict] = {}
+    segs, marks, gaps = [], [], []
+    t = 0
+
+    def mode_of(dv):
+        return gstate.get(dv, ("work", -1))
+
+    def refresh(cpu):
+        cur = run.get(cpu)
+        want = None if cur is None else (cur, *mode_of(cur))
+        s = open_seg.get(cpu)
+        have = None if s is None else ((s["dom"], s["vcpu"]), s["mode"], s["lock"])
+        if want == have:
+            return
+        if s is not None:
+            s["t1"] = t
+            if s["t1"] > s["t0"]:
+                segs.append(s)
+            del open_seg[cpu]
+        if want is not None:
+            (d, v), m, lk = want
+            open_seg[cpu] = {"cpu": cpu, "dom": d, "vcpu": v, "t0": t, "t1": None, "mode": m, "lock": lk}
+
+    def refresh_gap(d, lk):
+        o = owner.get((d, lk))
+        key = (d, lk)
+        g = open_gap.get(key)
+        want = None
+        if o is not None and (d, o[0]) not in where:
+            want = (o[0], o[1])
+        have = None if g is None else (g["vcpu"], g["why"])
+        if want == have:
+            return
+        if g is not None:
+            g["t1"] = t
+            if g["t1"] > g["t0"]:
+                gaps.append(g)
+            del open_gap[key]
+        if want is not None:
+            open_gap[key] = {"dom": d, "lock": lk, "vcpu": want[0], "why": want[1], "t0": t, "t1": None}
+
+    for e in events:
+        t = e["t_ns"]
+        ev, cpu, dv = e["ev"], e["cpu"], (e["dom"], e["vcpu"])
+        if ev == "TRC_SCHED_SWITCH":
+            prev = run.get(cpu)
+            if prev is not None:
+                where.pop(prev, None)
+            run[cpu] = None if e["dom"] < 0 else dv
+            if e["dom"] >= 0:
+                where[dv] = cpu
+            refresh(cpu)
+            for (d, lk), o in list(owner.items()):
+                if (prev and d == prev[0]) or d == e["dom"]:
+                    refresh_gap(d, lk)
+            if prev is not None and mode_of(prev)[0] == "hold" and run[cpu] != prev:
+                marks.append({"t": t, "cpu": cpu, "dom": prev[0], "vcpu": prev[1], "kind": "preempt_holder"})
+            continue
+        if ev == "GUEST_LOCK_SPIN":
+            gstate[dv] = ("spin", e["a"])
+        elif ev == "GUEST_LOCK_ACQUIRED":
+            gstate[dv] = ("hold", e["a"])
+            owner[(dv[0], e["a"])] = (dv[1], "holder")
+            refresh_gap(dv[0], e["a"])
+        elif ev == "GUEST_LOCK_RELEASE":
+            gstate[dv] = ("work", -1)
+            if e["b"] >= 0:
+                owner[(dv[0], e["a"])] = (e["b"], "grantee")
+            else:
+                owner.pop((dv[0], e["a"]), None)
+            refresh_gap(dv[0], e["a"])
+        elif ev == "GUEST_LOCK_POLL":
+            gstate[dv] = ("work", -1)
+            marks.append({"t": t, "cpu": cpu, "dom": dv[0], "vcpu": dv[1], "kind": "poll"})
+        elif ev == "GUEST_LOCK_KICK":
+            marks.append({"t": t, "cpu": cpu, "dom": dv[0], "vcpu": dv[1], "kind": "kick"})
+        elif ev == "GUEST_YIELD":
+            marks.append({"t": t, "cpu": cpu, "dom": dv[0], "vcpu": dv[1], "kind": "yield"})
+        elif ev == "TRC_CSCHED_BOOST_START":
+            marks.append({"t": t, "cpu": cpu, "dom": dv[0], "vcpu": dv[1], "kind": "boost"})
+        else:
+            continue
+        if dv in where:
+            refresh(where[dv])
+    if end_ns is not None:
+        t = max(t, int(end_ns))
+    for cpu in list(open_seg):
+        run[cpu] = None
+        refresh(cpu)
+    for key in list(open_gap):
+        g = open_gap.pop(key)
+        g["t1"] = t
+        if g["t1"] > g["t0"]:
+            gaps.append(g)
+    return {"segments": segs, "marks": marks, "owner_gaps": gaps, "end_ns": t}
+
+
+# ---------------------------------------------------------------- mechanism figure (notebooks/mechanism.ipynb)
+
+MECHANISM_STUDIES = ("s0", "s2")
+
+
+def mechanism_scenario(study: dict, variant_sim: dict, seed: int, trace_file: str | os.PathLike,
+                       duration_s: float = 0.5, vms: int = 2) -> dict:
+    """A short traced scenario from a study's `sim_workload` (S0 or S2) at `vms` VMs (S0) / overcommit `vms` (S2):
+    lock holders and waiters preempted, the rest spinning.  `variant_sim` is a `variants.*.sim` dict (e.g.
+    {"yield": "noop"}, {"yield": "credit1"}, {"lock": "pv-ticket"}).  Same seed -> same scenario."""
+    sid = study.get("study")
+    wl = study.get("sim_workload")
+    if sid not in MECHANISM_STUDIES or not wl:
+        raise RunFailed(f"mechanism_scenario: needs S0 or S2 with a sim_workload (got {sid!r})")
+    sim = dict(variant_sim)
+    if sid == "s0":
+        (_, sc), = _s0(study, "mechanism", sim, wl, {"vms": vms}, int(seed))
+        for d in sc["domains"]:
+            if d["workload"].get("kind") == "loop":   # a window of the build, not the whole build
+                d["workload"] = {k: v for k, v in d["workload"].items() if k != "job_work_s"}
+        sc = {k: v for k, v in sc.items() if k != "stop_when_done"}
+        sc["domains"] = [d for d in sc["domains"] if d["workload"].get("kind") != "idle"]   # idle VMs never run
+    else:
+        sim.setdefault("lock", "ticket")
+        (_, sc), = _s2(study, "mechanism", sim, wl, {"overcommit": vms}, int(seed))
+        sc = {k: v for k, v in sc.items() if k != "warmup_s"}
+    sc["duration_s"] = float(duration_s)
+    sc["trace"] = {"file": str(trace_file), "limit": 5_000_000}
+    return sc
+
+
+def mechanism_window(timeline: dict, length_ms: float = 40.0, min_gap_ms: float = 1.0,
+                     after_ms: float = 50.0, lead_ms: float = 5.0) -> tuple[int, int, dict]:
+    """The first time (after `after_ms`) a lock's owner -- its holder, or a waiter a FIFO lock was handed to --
+    is off-CPU for at least `min_gap_ms` while another vCPU of its domain spins on a pCPU.  Returns the window
+    (t0_ns, t1_ns) = gap start - lead_ms .. + length_ms, and the gap."""
+    spins = sorted((s["t0"], s["t1"], s["dom"]) for s in timeline["segments"] if s["mode"] == "spin")
+    for g in sorted(timeline["owner_gaps"], key=lambda g: g["t0"]):
+        if g["t0"] < after_ms * 1e6 or g["t1"] - g["t0"] < min_gap_ms * 1e6:
+            continue
+        if any(d == g["dom"] and a < g["t1"] and b > g["t0"] for a, b, d in spins):
+            t0 = int(max(0, g["t0"] - lead_ms * 1e6))
+            return t0, int(t0 + length_ms * 1e6), g
+    raise RunFailed("mechanism_window: no descheduled lock owner with spinning waiters in the trace")
+
+
+def window_stats(timeline: dict, events: list[dict], t0: int, t1: int) -> dict:
+    """Per-window numbers: ms spinning / working / holding (summed over pCPUs), ms with a lock owner off-CPU,
+    and counts of yields, polls, kicks, BOOSTs and context switches."""
+    def clip(a, b):
+        return max(0, min(b, t1) - max(a, t0))
+    out = {m: sum(clip(s["t0"], s["t1"]) for s in timeline["segments"] if s["mode"] == m) / 1e6
+           for m in ("spin", "work", "hold")}
+    out["owner_off_ms"] = sum(clip(g["t0"], g["t1"]) for g in timeline["owner_gaps"]) / 1e6
+    names = {"yield": "GUEST_YIELD", "poll": "GUEST_LOCK_POLL", "kick": "GUEST_LOCK_KICK",
+             "boost": "TRC_CSCHED_BOOST_START", "switch": "TRC_SCHED_SWITCH", "acquired": "GUEST_LOCK_ACQUIRED"}
+    for k, ev in names.items():
+        out[k] = sum(1 for e in events if e["ev"] == ev and t0 <= e["t_ns"] < t1)
+    out["spin_ms"], out["work_ms"], out["hold_ms"] = out.pop("spin"), out.pop("work"), out.pop("hold")
+    return out

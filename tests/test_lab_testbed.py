@@ -1,0 +1,64 @@
+"""LabTestbed without hosts: describe(), build ids, clear failures (no ssh, no BMC needed)."""
+import json
+
+import pytest
+
+from schedlab import config, testbeds
+from schedlab.config import ConfigError
+from schedlab.testbeds.base import RunFailed
+from schedlab.testbeds.lab import LabTestbed
+
+from conftest import schedlab
+
+
+def test_describe_has_inventory_entry_without_secrets(monkeypatch):
+    monkeypatch.setenv("SCHEDLAB_BMC_PASSWORD", "never-in-a-record")
+    tb = testbeds.get("lab", host="virtual")
+    d = tb.describe()
+    assert d["testbed"] == "lab" and d["inventory"] == "config/lab.yaml" and d["selector"] == "virtual"
+    (h,) = d["hosts"]
+    assert h["name"] == "vhost0" and h["topology"]["cores_per_socket"] == 2
+    assert h["bmc"]["password"] == {"source": "env"}
+    text = json.dumps(d)
+    assert "never-in-a-record" not in text and "SCHEDLAB_BMC_PASSWORD" not in text
+
+
+def test_unknown_host_or_pool_is_refused_early():
+    with pytest.raises(ConfigError, match="no host or pool named 'nope'.*hosts: vhost0; pools: virtual"):
+        LabTestbed(host="nope")
+
+
+def test_builds_and_workloads_missing_are_clear_failures(tmp_path):
+    study = config.load_study("s1")
+    tb = LabTestbed(host="vhost0", builds_dir=tmp_path)
+    v = study["baseline"]
+    assert tb.build_id(study, v) == f"unbuilt:{LabTestbed.build_name(study, v)}"
+    with pytest.raises(RunFailed, match="no workload for kind 'netperf-pair'"):
+        tb.run_once(study, v, config.points(study, "lab")[0], 1)
+    tb.workloads["netperf-pair"] = lambda *a: None
+    with pytest.raises(RunFailed, match=r"lab build xen-.* not found .*build.json\); build it first"):
+        tb.run_once(study, v, config.points(study, "lab")[0], 1)
+
+
+def test_build_id_is_content_addressed(tmp_path):
+    study = config.load_study("s1")
+    v = study["baseline"]
+    d = tmp_path / LabTestbed.build_name(study, v)
+    d.mkdir()
+    (d / "xen.gz").write_bytes(b"xen")
+    (d / "vmlinuz").write_bytes(b"linux")
+    (d / "build.json").write_text(json.dumps({"files": {"xen.gz": "xen.gz", "vmlinuz": "vmlinuz"}}))
+    tb = LabTestbed(host="vhost0", builds_dir=tmp_path)
+    a = tb.build_id(study, v)
+    assert len(a) == 16 and a == tb.build_id(study, v)
+    b = tb.build(study, v)
+    assert "sched=credit" in b.xen_cmdline and b.expect["xen_scheduler"] == "credit"
+    (d / "xen.gz").write_bytes(b"xen, patched")
+    assert tb.build_id(study, v) != a
+
+
+def test_cli_lab_run_fails_clearly_without_builds(tmp_path):
+    r = schedlab("run", "s1", "--testbed", "lab", "--host", "virtual", "--variant", "fixed",
+                 "--point", "mode=alone", "--reps", "1", "--out", tmp_path, timeout=120)
+    assert r.returncode != 0
+    assert "no workload for kind 'netperf-pair'" in r.stdout + r.stderr

@@ -12,7 +12,10 @@ DEBS_PAPER := $(DEBS_BASE) ministat latexmk texlive-latex-base texlive-latex-rec
 	texlive-latex-extra texlive-science texlive-fonts-recommended texlive-pictures lmodern
 # the lab testbed's tests drive a real sshd and a real IPMI endpoint (ipmi_sim)
 DEBS_LAB := openipmi ipmitool openssh-server openssh-client grub2-common util-linux socat
-DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB)
+# the benchmark packs' tools (python -m schedlab.packs debs)
+DEBS_PACKS := bc bison flex libelf-dev linux-source-6.1 pbzip2 postgresql-15 postgresql-client-15 \
+	sysbench xz-utils
+DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB) $(DEBS_PACKS)
 # testbed_host=1: one job at a time drives a virtual or lab host (sim jobs need none)
 SNAKEMAKE := snakemake --cores $(JOBS) --resources testbed_host=1 --rerun-incomplete --show-failed-logs
 

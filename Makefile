@@ -15,7 +15,9 @@ DEBS_LAB := openipmi ipmitool openssh-server openssh-client grub2-common util-li
 # the benchmark packs' tools (python -m schedlab.packs debs)
 DEBS_PACKS := bc bison flex libelf-dev linux-source-6.1 pbzip2 postgresql-15 postgresql-client-15 \
 	sysbench xz-utils
-DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB) $(DEBS_PACKS)
+# the qemu testbed: QEMU, and what builds its dom0 image
+DEBS_QEMU := qemu-system-x86 qemu-utils debootstrap e2fsprogs cpio openssh-client
+DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB) $(DEBS_PACKS) $(DEBS_QEMU)
 # testbed_host=1: one job at a time drives a virtual or lab host (sim jobs need none)
 SNAKEMAKE := snakemake --cores $(JOBS) --resources testbed_host=1 --rerun-incomplete --show-failed-logs
 
@@ -29,8 +31,9 @@ paper: deps-paper $(VENV)/.installed
 	$(SNAKEMAKE)
 	@echo "paper: $(CURDIR)/paper/main.pdf"
 
+# SCHEDLAB_QEMU_TESTS=1: the suite boots the virtual host (building its cached images if absent)
 test: deps-test $(VENV)/.installed
-	pytest
+	SCHEDLAB_QEMU_TESTS=$${SCHEDLAB_QEMU_TESTS:-1} pytest
 
 deps-paper:
 	@workflow/scripts/ensure-debs $(DEBS_PAPER)

@@ -7,6 +7,7 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/build.smk"
+include: "workflow/rules/qemu.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/paper.smk"

@@ -122,8 +122,8 @@ def generate(data_dir: Path, paper_dir: Path, testbeds: list[str], studies_dir: 
 
     h = hashlib.sha256("".join(f"{t} {d}\n" for t, d in sorted(hashes)).encode()).hexdigest()
     _atomic_write(out / "dataset.tex",
-                  "% generated\n\\paragraph{Dataset.} The tables of this paper are derived from raw data with checksum "
-                  f"\\texttt{{sha256:{h}}} (the hash of the per-table data hashes: "
+                  "% generated\n\\paragraph{Dataset.} The tables of this paper are derived from raw data with checksum\n"
+                  f"\\begin{{center}}\\small\\texttt{{sha256:{h}}}\\end{{center}}\n(the hash of the per-table data hashes: "
                   + ", ".join(f"{esc(t)} \\texttt{{{d[:12]}}}" for t, d in sorted(hashes)) + ").\n")
 
 

@@ -275,6 +275,8 @@ class SimTestbed(Testbed):
         sim = (study.get("variants", {}).get(variant) or {}).get("sim", {}) or {}
         h = hashlib.sha256()
         h.update(sources_hash().encode())
+        # the scenario builders below are part of what runs: a change to them is a new build
+        h.update(_sha256_file(Path(__file__)).encode())
         h.update(json.dumps(sim, sort_keys=True, default=str).encode())
         h.update(json.dumps(study.get("sim_workload", {}), sort_keys=True, default=str).encode())
         return h.hexdigest()[:16]

@@ -1,5 +1,6 @@
 # Configuration, validated before anything runs: a bad study file stops the
 # workflow here with the file, line and field named.
+import glob
 import sys
 from pathlib import Path
 
@@ -53,7 +54,9 @@ def point_args(study, testbed, pid):
 def run_inputs(wc):
     inputs = [f"{STUDIES_DIR}/{wc.study}.yaml"]
     if wc.testbed == "sim":
-        inputs.append("sim/build/credit1sim")
+        inputs += ["sim/build/credit1sim", "schedlab/testbeds/sim.py"]
+    elif wc.testbed == "qemu":
+        inputs += ["build/qemu/images.json", "schedlab/testbeds/qemu.py"]
     return inputs
 
 
@@ -63,3 +66,7 @@ def study_outputs(wc=None):
 
 # what each study notebook writes, per testbed
 NB_OUT = ["table.tex", "cells.json", "macros.tex", "figure.pdf", "setup.tex"]
+
+
+# the package code a derived file depends on: a change re-derives it
+REPORT_CODE = sorted(glob.glob("schedlab/report/*.py") + glob.glob("schedlab/stats/*.py"))

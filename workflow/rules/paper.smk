@@ -6,6 +6,7 @@ rule methods:
     input:
         cells=[f"paper/generated/{s}/{tb}-cells.json" for tb in REPORTED for s in studies_on(tb)],
         studies=[f"{STUDIES_DIR}/{s}.yaml" for s in STUDIES],
+        code=REPORT_CODE,
     output:
         "paper/generated/methods.tex",
         "paper/generated/testbeds.tex",

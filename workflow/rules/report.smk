@@ -7,6 +7,7 @@ rule notebook:
         notebook="notebooks/{study}.ipynb",
         study=f"{STUDIES_DIR}/{{study}}.yaml",
         runs=f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
+        code=REPORT_CODE,
     output:
         [f"paper/generated/{{study}}/{{testbed}}-{f}" for f in NB_OUT],
         executed=f"{DATA}/derived/notebooks/{{study}}-{{testbed}}.ipynb",
@@ -31,6 +32,7 @@ rule agreement:
     input:
         notebook="notebooks/agreement.ipynb",
         cells=lambda wc: [f"paper/generated/{s}/{tb}-cells.json" for tb in REPORTED for s in studies_on(tb)],
+        code=REPORT_CODE,
     output:
         "paper/generated/agreement/table.tex",
         "paper/generated/agreement/cells.json",
@@ -55,6 +57,7 @@ rule mechanism:
         notebook="notebooks/mechanism.ipynb",
         study=f"{STUDIES_DIR}/s0.yaml",
         sim="sim/build/credit1sim",
+        code="schedlab/testbeds/sim.py",
     output:
         "paper/generated/mechanism/figure.pdf",
         "paper/generated/mechanism/macros.tex",

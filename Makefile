@@ -21,7 +21,7 @@ DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB) $(DEBS_PACKS) $(DEBS_QEMU)
 # testbed_host=1: one job at a time drives a virtual or lab host (sim jobs need none)
 SNAKEMAKE := snakemake --cores $(JOBS) --resources testbed_host=1 --rerun-incomplete --show-failed-logs
 
-.PHONY: paper test deps-paper deps-test venv container lint-container clean-derived
+.PHONY: paper test deps-paper deps-test venv container clean-derived
 .DEFAULT_GOAL := paper
 
 paper: deps-paper $(VENV)/.installed

@@ -27,10 +27,11 @@ def sim_binary():
 def copy_workdir(dest: Path) -> Path:
     """A scratch copy of the pipeline (no data), to run Snakemake on altered inputs."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "environment.yml", "workflow", "config", "notebooks", "paper", "sim"):
+    # schedlab/ too: rules name package files as inputs (code a derived file depends on)
+    for name in ("Snakefile", "environment.yml", "workflow", "config", "notebooks", "paper", "sim", "schedlab"):
         src = ROOT / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("build", "generated", "*.pdf",
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("build", "generated", "*.pdf", "__pycache__",
                                                                              "*.aux", "*.log", "*.fls", "*.fdb_latexmk"))
         else:
             shutil.copy2(src, dest / name)

@@ -177,3 +177,24 @@ class Host:
         return f"{self.user}@{self.hostname}:{self.port}"
 
     __repr__ = __str__
+
+
+def parse_kv(text: str) -> dict[str, str]:
+    """`key : value` lines (as `xl info` prints them) -> {key: value}; the boot checks
+    of the qemu and lab testbeds both read it."""
+    out = {}
+    for line in text.splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def sha256_file(path) -> str:
+    """Streaming sha256 of a (possibly large) build artifact: kernels, images."""
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

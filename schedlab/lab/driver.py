@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from schedlab.host import Host, HostError
+from schedlab.host import Host, HostError, parse_kv, sha256_file
 from schedlab.testbeds.base import RunFailed, RunResult
 
 from .inventory import HostSpec, Inventory
@@ -61,14 +61,6 @@ def invocation_id() -> str:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def sha256_file(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -289,16 +281,6 @@ def _first_line(e) -> str:
     text = str(e).strip()
     lines = [l for l in text.splitlines() if l.strip()]
     return (lines[-1] if lines and "ssh failed" in lines[0] else (lines[0] if lines else repr(e)))[:300]
-
-
-def parse_kv(text: str) -> dict[str, str]:
-    """`xl info` output -> {key: value}."""
-    out = {}
-    for line in text.splitlines():
-        if ":" in line:
-            k, v = line.split(":", 1)
-            out[k.strip()] = v.strip()
-    return out
 
 
 def check_booted(info: dict[str, str], build: Build, spec: HostSpec, xen_cmdline: str) -> list[str]:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..host import Host, HostError, HostTimeout
+from ..host import Host, HostError, HostTimeout, parse_kv
 from . import qemu_images as qi
 from .base import RunFailed, RunResult, Testbed
 
@@ -73,15 +73,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _kv(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        if ":" in line:
-            k, v = line.split(":", 1)
-            out[k.strip()] = v.strip()
-    return out
 
 
 class QemuVM:
@@ -340,7 +331,7 @@ class QemuTestbed(Testbed):
         return vm
 
     def _check_booted(self, vm: QemuVM, xen: Path, cmdline: str, cfg: dict) -> None:
-        info = _kv(vm.host.run(["xl", "info"], timeout=60).stdout)
+        info = parse_kv(vm.host.run(["xl", "info"], timeout=60).stdout)
         info["release"] = vm.host.run(["uname", "-r"], timeout=30).stdout.strip()
         vm.info = info
         (vm.workdir / "xl-info.json").write_text(json.dumps(info, indent=1))

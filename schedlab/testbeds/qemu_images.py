@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from schedlab.host import sha256_file  # re-exported: qemu.py uses qi.sha256_file
+
 RECIPE_VERSION = 1
 SUITE = "bookworm"
 MIRROR = os.environ.get("SCHEDLAB_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -64,14 +66,6 @@ def _stderr(msg: str) -> None:
 def cache_root() -> Path:
     base = os.environ.get("SCHEDLAB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "schedlab")
     return Path(base) / "qemu"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _key(obj) -> str:

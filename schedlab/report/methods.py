@@ -113,8 +113,8 @@ def generate(data_dir: Path, paper_dir: Path, testbeds: list[str], studies_dir: 
     lines.append(
         r"\paragraph{Statistics.} Each cell compares a variant with its baseline at one point as ministat does "
         r"\citep{ministat}: Student's $t$-test with pooled variance at 95\,\% confidence, the difference and its "
-        r"error (the half-width of the interval) in \% of the baseline mean. Where the variances differ (Levene's test "
-        r"at 5\,\%) Welch's test is used instead and the table says so in its sidecar. $p$-values are adjusted with "
+        r"error (the half-width of the interval) in \% of the baseline mean. Where the variances differ (Brown--Forsythe test "
+        r"at 5\,\%) Welch's test is used instead, marked $^{\dagger}$ in the table. $p$-values are adjusted with "
         r"Holm--Bonferroni \citep{holm1979} across all comparisons of a table; the caption states the family size. "
         r"Claims of ``no difference'' rest on a TOST equivalence test \citep{schuirmann1987tost} with a declared "
         r"margin, never on a non-significant $t$-test. Means carry 95\,\% $t$-intervals.")

@@ -150,6 +150,8 @@ class StudyTable:
                             sel &= self.cmp[a] == point[a]
                         c = self.cmp[sel].iloc[0]
                         mark = r"$^{*}$" if c["significant"] else (r"$^{\approx}$" if c.get("equivalent") is True else "")
+                        if c["test"] == "welch":  # unequal variances: said in the cell, not only the sidecar
+                            mark += r"$^{\dagger}$"
                         text = fmt_pm(c["pct"], c["pct_err"]) + mark
                         cells.append(self._cell(
                             f"{v}/{pid}/{name}/delta", row, col, text, float(c["pct"]),
@@ -177,6 +179,8 @@ class StudyTable:
                rf"$^{{*}}$: significant at {self.confidence:g}\,\%")
         if self.margin_pct:
             fam += rf"; $^{{\approx}}$: equivalent within $\pm${self.margin_pct:g}\,\% (TOST)"
+        if (self.cmp["test"] == "welch").any():
+            fam += r"; $^{\dagger}$: Welch's test (variances differ)"
         cmd = f"snakemake -c2 paper/generated/{self.study['study']}/{self.testbed}-table.tex"
         return (rf"{_latex_escape(self.study['title'])}, {self.testbed} testbed. "
                 rf"$\Delta$\,\%: difference from the baseline variant in \% of its mean, with ministat's error. "

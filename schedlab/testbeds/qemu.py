@@ -219,7 +219,13 @@ class QemuTestbed(Testbed):
             raise RunFailed(f"study {study.get('study')!r} has no variant {variant!r}") from None
 
     def _xen_for(self, study: dict, variant: str) -> tuple[str, Path | None]:
-        """(patch series name, hypervisor binary or None if that series isn't built)."""
+        """(patch series name, hypervisor binary or None if that series isn't built).
+
+        The variant's `xen: {patches: <series>}` selects the hypervisor: `stock` is Debian's
+        prebuilt binary (or, with xen_build: source, an unpatched source build); any other
+        series always boots the source build of xen-patches/<series>/*.patch, found in the
+        cache by patch content. The testbed never builds Xen itself (~4-10 min): use
+        `python -m schedlab.testbeds.qemu_images xen-src --patches <series>`."""
         xen = (self._variant(study, variant).get("xen") or {})
         series = xen.get("patches", "stock")
         if series == "stock" and self.config(study)["xen_build"] == "debian":
@@ -228,6 +234,13 @@ class QemuTestbed(Testbed):
             return series, qi.build_xen(series, build=False, log=None)
         except FileNotFoundError:
             return series, None
+
+    @staticmethod
+    def _unbuilt(series: str) -> RunFailed:
+        if series != "stock" and not sorted((qi.PATCH_DIR / series).glob("*.patch")):
+            return RunFailed(f"patch series {series!r} not built yet: no patches in {qi.PATCH_DIR / series}")
+        return RunFailed(f"patch series {series!r} not built yet "
+                         f"(python -m schedlab.testbeds.qemu_images xen-src --patches {series})")
 
     def xen_cmdline(self, study: dict, variant: str) -> str:
         cfg = self.config(study)
@@ -273,7 +286,7 @@ class QemuTestbed(Testbed):
             raise RunFailed(f"qemu testbed: workload {kind!r} not implemented yet (only netperf-pair/S1)")
         series, xen = self._xen_for(study, variant)
         if xen is None:
-            raise RunFailed(f"patch series {series!r} not built yet")
+            raise self._unbuilt(series)
         cfg = self.config(study)
         vm = self._ensure_vm(xen, self.xen_cmdline(study, variant), cfg)
         try:
@@ -293,7 +306,7 @@ class QemuTestbed(Testbed):
         return `xl info` (plus dom0's `release`). Raises RunFailed like run_once."""
         series, xen = self._xen_for(study, variant)
         if xen is None:
-            raise RunFailed(f"patch series {series!r} not built yet")
+            raise self._unbuilt(series)
         cfg = self.config(study)
         return dict(self._ensure_vm(xen, self.xen_cmdline(study, variant), cfg).info)
 

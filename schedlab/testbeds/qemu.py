@@ -262,7 +262,8 @@ class QemuTestbed(Testbed):
             "testbed": "qemu",
             "qemu": qv.stdout.splitlines()[0] if qv.returncode == 0 else "missing",
             "accel": o["accel"], "cpu": o["cpu"], "smp": o["smp"], "memory_mb": o["memory_mb"],
-            "xen": im.xen_meta, "dom0": {k: im.dom0_meta[k] for k in ("suite", "kernel", "versions", "sha256")},
+            "xen": im.xen_meta,   # Debian's prebuilt one; each run's counters.xen has what it booted
+            "dom0": {k: im.dom0_meta[k] for k in ("suite", "kernel", "versions", "sha256")},
             "images_build_id": im.build_id(),
             "host": {"machine": platform.machine(), "python": platform.python_version(),
                      "cpus": os.cpu_count()},
@@ -290,7 +291,15 @@ class QemuTestbed(Testbed):
         cfg = self.config(study)
         vm = self._ensure_vm(xen, self.xen_cmdline(study, variant), cfg)
         try:
-            return self._s1(vm, cfg, point, seed)
+            res = self._s1(vm, cfg, point, seed)
+            # The hypervisor this run booted (describe() only knows Debian's prebuilt one).
+            meta = json.loads((xen.parent / "meta.json").read_text()) if (xen.parent / "meta.json").exists() else {}
+            res.counters["xen"] = {"patches": series, "sha256": qi.sha256_file(xen),
+                                   "source": meta.get("source"), "version": meta.get("version"),
+                                   "patch_files": meta.get("patches", []),
+                                   "xen_version": vm.info.get("xen_version"),
+                                   "build_id": vm.info.get("build_id")}
+            return res
         except (HostError, RunFailed, ValueError, KeyError, json.JSONDecodeError) as e:
             log = self._fail_log(vm, e)
             self.close()

@@ -352,6 +352,16 @@ def trace_timeline(events: list[dict], end_ns: int | None = None) -> dict:
     segs, marks, gaps = [], [], []
     t = 0
 
+    def switch(open_map, key, new, done):
+        """Close the open interval at `key` (kept if non-empty) and open `new` there."""
+        cur = open_map.pop(key, None)
+        if cur is not None:
+            cur["t1"] = t
+            if cur["t1"] > cur["t0"]:
+                done.append(cur)
+        if new is not None:
+            open_map[key] = new
+
     def mode_of(dv):
         return gstate.get(dv, ("work", -1))
 
@@ -360,16 +370,12 @@ def trace_timeline(events: list[dict], end_ns: int | None = None) -> dict:
         want = None if cur is None else (cur, *mode_of(cur))
         s = open_seg.get(cpu)
         have = None if s is None else ((s["dom"], s["vcpu"]), s["mode"], s["lock"])
-        if want == have:
-            return
-        if s is not None:
-            s["t1"] = t
-            if s["t1"] > s["t0"]:
-                segs.append(s)
-            del open_seg[cpu]
-        if want is not None:
-            (d, v), m, lk = want
-            open_seg[cpu] = {"cpu": cpu, "dom": d, "vcpu": v, "t0": t, "t1": None, "mode": m, "lock": lk}
+        if want != have:
+            new = None
+            if want is not None:
+                (d, v), m, lk = want
+                new = {"cpu": cpu, "dom": d, "vcpu": v, "t0": t, "t1": None, "mode": m, "lock": lk}
+            switch(open_seg, cpu, new, segs)
 
     def refresh_gap(d, lk):
         o = owner.get((d, lk))
@@ -379,15 +385,9 @@ def trace_timeline(events: list[dict], end_ns: int | None = None) -> dict:
         if o is not None and (d, o[0]) not in where:
             want = (o[0], o[1])
         have = None if g is None else (g["vcpu"], g["why"])
-        if want == have:
-            return
-        if g is not None:
-            g["t1"] = t
-            if g["t1"] > g["t0"]:
-                gaps.append(g)
-            del open_gap[key]
-        if want is not None:
-            open_gap[key] = {"dom": d, "lock": lk, "vcpu": want[0], "why": want[1], "t0": t, "t1": None}
+        if want != have:
+            new = None if want is None else {"dom": d, "lock": lk, "vcpu": want[0], "why": want[1], "t0": t, "t1": None}
+            switch(open_gap, key, new, gaps)
 
     for e in events:
         t = e["t_ns"]

@@ -32,6 +32,14 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--manifest", help="write the study manifest (all.json) here")
     rs.add_argument("--host", help="lab testbed: inventory host or pool to run on")
 
+    ds = sub.add_parser("dataset", help="the study manifest (all.json) from raw records already on disk, "
+                                        "e.g. the qemu records shipped with the repository; measures nothing")
+    ds.add_argument("study")
+    ds.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True)
+    ds.add_argument("--out", default="data")
+    ds.add_argument("--seed", type=int)
+    ds.add_argument("--manifest", required=True)
+
     pl = sub.add_parser("plan", help="print a study's randomised, interleaved run order")
     pl.add_argument("study")
     pl.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim")
@@ -104,6 +112,15 @@ def cmd_run_study(args) -> int:
         tb.close()
     if args.manifest:
         gather([points_dir / v / f"{pid}.json" for v, pid in entries], Path(args.manifest))
+    return 0
+
+
+def cmd_dataset(args) -> int:
+    from schedlab.run import dataset
+    study = config.load_study(args.study)
+    res = dataset(study, args.testbed, Path(args.out), _base_seed(args), Path(args.manifest))
+    print(f"{study['study']}/{args.testbed}: {res['runs']} runs at {res['points']} (variant, point)s from the "
+          f"records; {len(res['missing'])} incomplete, {res['failed']} failed-run records not used")
     return 0
 
 

@@ -103,6 +103,13 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
     for name, v in variants.items():
         if "baseline" in v and v["baseline"] not in variants:
             fail(["variants", name, "baseline"], f"unknown variant {v['baseline']!r}")
+    for i, m in enumerate(study["metrics"]):
+        for axis, want in (m.get("when") or {}).items():
+            if axis not in study["axes"]:
+                fail(["metrics", i, "when", axis], f"unknown axis (study axes: {', '.join(study['axes'])})")
+            bad = [w for w in (want if isinstance(want, list) else [want]) if w not in study["axes"][axis]]
+            if bad:
+                fail(["metrics", i, "when", axis], f"{bad[0]!r} is not a value of axis {axis}")
     for tb, over in study["testbeds"].items():
         for axis, values in over.get("axes", {}).items():
             if axis not in study["axes"]:
@@ -148,6 +155,9 @@ def testbed_settings(study: dict, testbed: str) -> dict:
         "warmup": over.get("warmup", study["warmup"]),
         "retries": over.get("retries", study.get("retries", 2)),
         "timeout_s": over.get("timeout_s"),
+        # Real hosts reboot to change variant: keep a variant's points together within a round.
+        "order": over.get("order", "shuffled" if testbed == "sim" else "variant-blocks"),
+        "options": dict(over.get("options") or {}),
     }
 
 
@@ -155,6 +165,21 @@ def points(study: dict, testbed: str) -> list[dict]:
     axes = testbed_settings(study, testbed)["axes"]
     names = list(axes)
     return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
+
+
+def metric_applies(metric: dict, point: dict) -> bool:
+    """A metric with `when: {axis: value(s)}` belongs only to the points that match
+    (S2 native: pgbench_tps only where bench=pgbench)."""
+    for axis, want in (metric.get("when") or {}).items():
+        values = want if isinstance(want, list) else [want]
+        if point.get(axis) not in values and str(point.get(axis)) not in map(str, values):
+            return False
+    return True
+
+
+def metrics_for(study: dict, point: dict) -> list[dict]:
+    """The study's metrics that a run at `point` must report."""
+    return [m for m in study["metrics"] if metric_applies(m, point)]
 
 
 def point_id(point: dict) -> str:
@@ -187,7 +212,7 @@ def definition(study: dict, testbed: str, variant: str, point: dict) -> dict:
     if variant not in study["variants"]:
         raise ConfigError(f"{study['_file']}: field variants: unknown variant {variant!r} "
                           f"(known: {', '.join(study['variants'])})")
-    return {
+    d = {
         "study": study["study"],
         "testbed": testbed,
         "variant": copy.deepcopy({k: v for k, v in study["variants"][variant].items() if k != "label"}),
@@ -196,6 +221,10 @@ def definition(study: dict, testbed: str, variant: str, point: dict) -> dict:
         "workload": study.get("workload", {}),
         "sim_workload": study.get("sim_workload", {}) if testbed == "sim" else {},
     }
+    options = (study["testbeds"].get(testbed) or {}).get("options")
+    if options:     # only when set, so definitions (and run keys) without options are unchanged
+        d["testbed_options"] = copy.deepcopy(options)
+    return d
 
 
 def canonical(obj: Any) -> bytes:

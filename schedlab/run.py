@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import inspect
 import json
 import os
 import platform
@@ -31,15 +32,26 @@ def plan(study: dict, testbed: str, base_seed: int) -> list[dict]:
     """The study's run order: round by round (warm-up rounds first), every
     (variant, point) once per round in a seeded random order, so variants are
     interleaved (ABBA rather than AAAA BBBB) and drift on a host does not look
-    like a variant effect."""
+    like a variant effect. With order "variant-blocks" (real hosts, where a new
+    variant means a reboot) each round visits the variants in a seeded random
+    order and runs a variant's points together, in random order."""
     s = config.testbed_settings(study, testbed)
     cells = [(v, p) for v in study["variants"] for p in config.points(study, testbed)]
     plan_seed = derive_seed(base_seed, "plan", testbed, study["study"])
     rng = random.Random(plan_seed)
     order = []
     for rep in range(s["warmup"] + s["runs"]):
-        rnd = cells[:]
-        rng.shuffle(rnd)
+        if s["order"] == "variant-blocks":
+            variants = list(study["variants"])
+            rng.shuffle(variants)
+            rnd = []
+            for v in variants:
+                block = [c for c in cells if c[0] == v]
+                rng.shuffle(block)
+                rnd += block
+        else:
+            rnd = cells[:]
+            rng.shuffle(rnd)
         for v, p in rnd:
             order.append({"variant": v, "point": p, "repetition": rep, "warmup": rep < s["warmup"]})
     for i, entry in enumerate(order):
@@ -141,7 +153,10 @@ class PointRunner:
                                         "(it is left untouched; move it aside to re-measure)")
             print(f"{tag}: reusing {path.name}", file=self.log, flush=True)
             return rec
-        self._described = self._described or self.testbed.describe()
+        if self._described is None:
+            # testbeds whose description depends on the study's options take it
+            takes_study = "study" in inspect.signature(self.testbed.describe).parameters
+            self._described = self.testbed.describe(**({"study": self.study} if takes_study else {}))
         seed = derive_seed(self.base_seed, self.testbed_name, self.study["study"], self.variant, pid, rep)
         order = self.order.get((self.variant, pid, rep), {"index": -1, "plan_size": 0, "plan_seed": 0})
         base = {
@@ -165,7 +180,7 @@ class PointRunner:
                     "finished": _now(), "duration_s": time.monotonic() - t0})
                 print(f"{tag}: FAILED (attempt {attempt}): {e}", file=self.log, flush=True)
                 continue
-            missing = [m["name"] for m in self.study["metrics"] if m["name"] not in result.metrics]
+            missing = [m["name"] for m in config.metrics_for(self.study, self.point) if m["name"] not in result.metrics]
             if missing:
                 raise RunFailed(f"testbed {self.testbed_name} returned no value for metric(s) {', '.join(missing)}")
             rec = {**base, "run_id": run_id, "status": "ok", "attempt": attempt,
@@ -227,3 +242,68 @@ def write_manifest(path: Path, runner: PointRunner, entries: list[dict]) -> None
                   "checksum": r["checksum"], "warmup": r["warmup"]} for r in entries],
     }
     _atomic_json(path, body)
+
+
+def dataset(study: dict, testbed_name: str, data_dir: Path, base_seed: int, out: Path,
+            log=sys.stderr) -> dict:
+    """The study manifest from raw records already on disk (shipped with the
+    repository, or measured earlier on another machine), without a testbed.
+
+    For every (variant, point) of the current definition it takes the runs of one
+    build: the build with the most of the plan's repetitions (keys as PointRunner
+    computes them), ties to the latest. Nothing is measured and nothing in
+    data/raw is changed. Returns {"points": n, "runs": n, "missing": [...], "failed": n}."""
+    data_dir = Path(data_dir)
+    folder = store.raw_dir(data_dir, testbed_name, study["study"])
+    by_key: dict[str, tuple[Path, dict]] = {}
+    failed = 0
+    for path in store.iter_records(folder):
+        rec = store.read_record(path)
+        problems = store.check_record(path, rec)
+        if problems:
+            raise store.RecordError(f"{path}: {'; '.join(problems)}")
+        if rec.get("status") != "ok":
+            failed += 1
+            continue
+        by_key[rec["run_key"]] = (path, rec)
+    settings = config.testbed_settings(study, testbed_name)
+    total = settings["warmup"] + settings["runs"]
+    manifests, missing, n_runs = [], [], 0
+    for variant in study["variants"]:
+        for point in config.points(study, testbed_name):
+            definition_hash = config.sha256(config.definition(study, testbed_name, variant, point))
+            builds: dict[str, list[dict]] = {}
+            for _, rec in by_key.values():
+                if rec["definition_hash"] == definition_hash:
+                    builds.setdefault(rec["provenance"]["build_id"], [])
+            best: list[dict] = []
+            for build_id in sorted(builds):
+                found = []
+                for rep in range(total):
+                    key = config.sha256({"definition": definition_hash, "build": build_id,
+                                         "repetition": rep, "base_seed": base_seed})
+                    if key in by_key:
+                        found.append(by_key[key][1])
+                latest = max((r["finished"] for r in found), default="")
+                if (len(found), latest) > (len(best), max((r["finished"] for r in best), default="")):
+                    best = found
+            pid = config.point_id(point)
+            if len(best) < total:
+                missing.append(f"{variant}/{pid}: {len(best)} of {total} runs")
+            if not best:
+                continue
+            n_runs += len(best)
+            manifests.append({
+                "study": study["study"], "testbed": testbed_name, "variant": variant, "point": point,
+                "point_id": pid, "definition_hash": definition_hash,
+                "runs": [{"run_id": r["run_id"],
+                          "path": str(Path("raw") / testbed_name / study["study"] / f"{r['run_id']}.json"),
+                          "checksum": r["checksum"], "warmup": r["warmup"]} for r in best]})
+    if not manifests:
+        raise RunFailed(f"no records of study {study['study']} on testbed {testbed_name} for the current "
+                        f"definition in {folder}")
+    for m in missing:
+        print(f"[{study['study']}/{testbed_name}] dataset: {m}", file=log)
+    _atomic_json(Path(out), {"study": study["study"], "testbed": testbed_name, "source": "records",
+                             "points": sorted(manifests, key=lambda b: (b["variant"], b["point_id"]))})
+    return {"points": len(manifests), "runs": n_runs, "missing": missing, "failed": failed}

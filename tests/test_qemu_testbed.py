@@ -55,7 +55,7 @@ def test_host_argv_quoting():
 def test_s1_corun_end_to_end(testbed, s1):
     """Boot, check what booted (credit1), run S1 'corun' once: both metrics come back."""
     desc = testbed.describe()
-    assert desc["xen"]["package"] == "xen-hypervisor-4.17-amd64"
+    assert desc["xen_debian"]["package"] == "xen-hypervisor-4.17-amd64"
     r = testbed.run_once(s1, "fixed", {"mode": "corun"}, seed=1)
     assert testbed.describe()["booted"]["xen_scheduler"] == "credit"
     assert r.metrics["throughput_mbps"] > 0

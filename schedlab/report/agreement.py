@@ -96,3 +96,42 @@ def build(studies: dict[str, dict], testbeds: list[str], paper_dir: Path) -> pd.
             df[f"{tb}_verdict"] = [verdict(p, o, e, "/" in k) for p, o, e, k in
                                    zip(df["published"], df[tb], df[f"{tb}_err"], df["kind"])]
     return df
+
+
+def cross_verdict(a: dict, b: dict) -> str:
+    """Two testbeds' comparison cells for the same (study, metric, variant, point)."""
+    sa, sb = a.get("significant"), b.get("significant")
+    if sa and sb:
+        return "agree" if (a["value"] > 0) == (b["value"] > 0) else "disagree"
+    if sa or sb:
+        return "one testbed only"
+    return "neither significant"
+
+
+def cross(studies: dict[str, dict], pairs: list[tuple[str, str]], paper_dir: Path,
+          reference: str = "sim") -> pd.DataFrame:
+    """Every comparison that `reference` and another reported testbed both make
+    (same study, metric, variant and point id; the other testbed's points are the
+    study's scaled-down axes, so only the common points are compared)."""
+    out = []
+    reported = {}
+    for s, tb in pairs:
+        p = paper_dir / "generated" / s / f"{tb}-cells.json"
+        if p.exists():
+            reported.setdefault(s, {})[tb] = json.loads(p.read_text())["cells"]
+    for s, by_tb in reported.items():
+        if reference not in by_tb:
+            continue
+        for tb, cells in by_tb.items():
+            if tb == reference:
+                continue
+            for key, c in sorted(cells.items()):
+                if not key.endswith("/delta") or key not in by_tb[reference]:
+                    continue
+                r = by_tb[reference][key]
+                variant, pid, metric, _ = key.split("/")
+                out.append({"study": s, "testbed": tb, "metric": metric, "variant": variant, "point": pid,
+                            "base_value": r["value"], "base_err": r["pct_err"], "value": c["value"],
+                            "err": c["pct_err"], "verdict": cross_verdict(r, c),
+                            "runs": r["runs"] + r.get("baseline_runs", []) + c["runs"] + c.get("baseline_runs", [])})
+    return pd.DataFrame(out)

@@ -52,8 +52,10 @@ def compare_study(runs: pd.DataFrame, study: dict, testbed: str, confidence: flo
     from schedlab.stats import compare_table
     axes = list(config.testbed_settings(study, testbed)["axes"])
     metrics = [m["name"] for m in study["metrics"]]
-    long = runs.melt(id_vars=["run_id", "variant", *axes], value_vars=metrics,
+    long = runs.melt(id_vars=["run_id", "variant", *axes], value_vars=[m for m in metrics if m in runs],
                      var_name="metric", value_name="value")
+    # metrics with `when:` exist only at some points (their other rows are NaN)
+    long = long.dropna(subset=["value"])
     out = []
     baselines = {v: d.get("baseline", study["baseline"]) for v, d in study["variants"].items()}
     for base in sorted(set(baselines.values())):
@@ -100,7 +102,15 @@ class StudyTable:
         return text
 
     # --- the table --------------------------------------------------------
+    def _merged(self) -> bool:
+        """One metric per point (each metric has a `when:`): one value column group,
+        with the metric named in its own column, instead of mostly empty columns."""
+        pts = config.points(self.study, self.testbed)
+        return len(self.metrics) > 1 and all(len(config.metrics_for(self.study, p)) == 1 for p in pts)
+
     def latex(self, published: bool = True) -> str:
+        if self._merged():
+            return self._latex_merged()
         st = self.study
         pub = st.get("published", {}) if published else {}
         has_pub = {m["name"]: m["name"] in pub for m in self.metrics}
@@ -130,43 +140,81 @@ class StudyTable:
                 runs_v = self._runs_of(v, point)
                 if not runs_v:
                     continue
-                base = st["variants"][v].get("baseline", st["baseline"])
                 cells = [(_latex_escape(str(point[a])) if vi == 0 else "") for a in self.axes]
                 cells.append(_latex_escape(v))
                 col = len(cells)
                 for m in self.metrics:
                     name = m["name"]
-                    vals = self.runs.loc[self.runs["run_id"].isin(runs_v), name].to_numpy(float)
-                    mean, ci = mean_ci(vals, self.confidence)
-                    cells.append(self._cell(f"{v}/{pid}/{name}/mean", row, col, fmt_pm(mean, ci), mean,
-                                            f"mean and {self.confidence:g}% t-interval over {len(vals)} runs",
-                                            runs_v, ci=ci, n=len(vals)))
-                    col += 1
-                    if v == base:
-                        cells.append(r"\multicolumn{1}{c}{baseline}")
-                    else:
-                        sel = (self.cmp["variant"] == v) & (self.cmp["metric"] == name)
-                        for a in self.axes:
-                            sel &= self.cmp[a] == point[a]
-                        c = self.cmp[sel].iloc[0]
-                        mark = r"$^{*}$" if c["significant"] else (r"$^{\approx}$" if c.get("equivalent") is True else "")
-                        if c["test"] == "welch":  # unequal variances: said in the cell, not only the sidecar
-                            mark += r"$^{\dagger}$"
-                        text = fmt_pm(c["pct"], c["pct_err"]) + mark
-                        cells.append(self._cell(
-                            f"{v}/{pid}/{name}/delta", row, col, text, float(c["pct"]),
-                            f"difference in % of the {base} mean, {self.confidence:g}% ministat error, "
-                            f"{c['test']} t-test, Holm-adjusted p={c['p_holm']:.3g}",
-                            runs_v, self._runs_of(base, point), pct_err=float(c["pct_err"]),
-                            p=float(c["p"]), p_holm=float(c["p_holm"]), significant=bool(c["significant"]),
-                            equivalent=None if c.get("equivalent") is None or (isinstance(c.get("equivalent"), float) and math.isnan(c.get("equivalent"))) else bool(c["equivalent"])))
-                    col += 1
+                    if not config.metric_applies(m, point):
+                        cells += [""] * (3 if has_pub[name] else 2)
+                        col += 3 if has_pub[name] else 2
+                        continue
+                    cells += self._value_cells(v, point, name, row, col)
+                    col += 2
                     if has_pub[name]:
                         pv = pub[name].get(v, {}).get(str(point[self.axes[0]]),
                                                       pub[name].get(v, {}).get(point[self.axes[0]]))
                         cells.append(rf"\num{{{pv}}}" if pv is not None else "--")
                         col += 1
                 lines.append(" & ".join(cells) + r" \\")
+                row += 1
+            if pi < len(points) - 1:
+                lines.append(r"\addlinespace")
+        lines += [r"\bottomrule", r"\end{tabular}"]
+        return "\n".join(lines) + "\n"
+
+    def _value_cells(self, v: str, point: dict, name: str, row: int, col: int) -> list[str]:
+        """mean +- CI and the Delta % cell of one variant, point and metric."""
+        st, pid = self.study, config.point_id(point)
+        runs_v = self._runs_of(v, point)
+        base = st["variants"][v].get("baseline", st["baseline"])
+        vals = self.runs.loc[self.runs["run_id"].isin(runs_v), name].to_numpy(float)
+        mean, ci = mean_ci(vals, self.confidence)
+        out = [self._cell(f"{v}/{pid}/{name}/mean", row, col, fmt_pm(mean, ci), mean,
+                          f"mean and {self.confidence:g}% t-interval over {len(vals)} runs",
+                          runs_v, ci=ci, n=len(vals))]
+        if v == base:
+            out.append(r"\multicolumn{1}{c}{baseline}")
+            return out
+        sel = (self.cmp["variant"] == v) & (self.cmp["metric"] == name)
+        for a in self.axes:
+            sel &= self.cmp[a] == point[a]
+        c = self.cmp[sel].iloc[0]
+        eq = c.get("equivalent")
+        eq = None if eq is None or (isinstance(eq, float) and math.isnan(eq)) else bool(eq)
+        mark = r"$^{*}$" if c["significant"] else (r"$^{\approx}$" if eq is True else "")
+        if c["test"] == "welch":
+            mark += r"$^{\dagger}$"
+        out.append(self._cell(
+            f"{v}/{pid}/{name}/delta", row, col + 1, fmt_pm(c["pct"], c["pct_err"]) + mark, float(c["pct"]),
+            f"difference in % of the {base} mean, {self.confidence:g}% ministat error, "
+            f"{c['test']} t-test, Holm-adjusted p={c['p_holm']:.3g}",
+            runs_v, self._runs_of(base, point), pct_err=float(c["pct_err"]),
+            p=float(c["p"]), p_holm=float(c["p_holm"]), significant=bool(c["significant"]), equivalent=eq))
+        return out
+
+    def _latex_merged(self) -> str:
+        st = self.study
+        head = [_latex_escape(a) for a in self.axes] + ["metric", "variant", "mean $\\pm$ CI",
+                                                         r"$\Delta$\,\% $\pm$ err"]
+        lines = [rf"\begin{{tabular}}{{{'l' * (len(self.axes) + 2)}rr}}", r"\toprule",
+                 " & ".join(head) + r" \\", r"\midrule"]
+        points = config.points(st, self.testbed)
+        row = 0
+        for pi, point in enumerate(points):
+            (m,) = config.metrics_for(st, point)
+            unit = f" [{_latex_escape(m['unit'])}]" if m.get("unit") else ""
+            arrow = r"$\uparrow$" if m["better"] == "higher" else r"$\downarrow$"
+            first = True
+            for v in st["variants"]:
+                if not self._runs_of(v, point):
+                    continue
+                cells = [(_latex_escape(str(point[a])) if first else "") for a in self.axes]
+                cells.append(f"{_latex_escape(m.get('label', m['name']))}{unit} {arrow}" if first else "")
+                cells.append(_latex_escape(v))
+                cells += self._value_cells(v, point, m["name"], row, len(cells))
+                lines.append(" & ".join(cells) + r" \\")
+                first = False
                 row += 1
             if pi < len(points) - 1:
                 lines.append(r"\addlinespace")

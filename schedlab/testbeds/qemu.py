@@ -6,7 +6,7 @@ machine (schedlab.host.Host): checks what booted (`xl info`), creates the study'
 with `xl create`, pins them, measures from dom0, destroys them.
 
 Images come from schedlab.testbeds.qemu_images (Debian packages, cached by hash).
-Only S1 (workload kind "netperf-pair") is implemented so far.
+The workloads that run in the guests are in schedlab/workloads/ (shared with the lab testbed).
 
 TCG runs every instruction through QEMU's translator: scheduling decisions (who runs
 when, boosts, preemption, time slices) are real Xen code, but absolute speeds are not
@@ -28,7 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..config import ConfigError
 from ..host import Host, HostError, HostTimeout, parse_kv
+from .. import workloads
+from ..workloads.xl import Domains
 from . import qemu_images as qi
 from .base import RunFailed, RunResult, Testbed
 
@@ -38,25 +41,14 @@ DEFAULTS: dict[str, Any] = {
     "smp": 2,
     "memory_mb": 2048,
     "dom0_memory_mb": 1024,
-    "guest_memory_mb": 256,
     "scheduler": "credit",        # Xen 4.17 defaults to credit2; the studies are about credit1
     "xen_cmdline_extra": "",
     "boot_timeout_s": 420,        # QEMU start -> ssh into dom0
-    "guest_timeout_s": 180,       # xl create -> guest servers reachable
-    "run_timeout_s": 300,         # one measurement command
-    "duration_s": 10,             # each of: throughput run, latency run
-    "weights": {"io": 256, "cpu": 256},
-    "guest_pcpu": 0,              # VM-I/O and VM-CPU pinned here
-    "dom0_pcpu": 1,               # dom0 (netback + the client) pinned here
     "xen_build": "debian",        # "debian": patches=stock boots Debian's prebuilt hypervisor;
                                   # "source": every series (stock too) boots qi.build_xen(series)
     "reuse_vm": True,             # keep the booted host between runs of the same build
-    "fresh_guests": False,        # True: xl create/destroy the guests in every run; False: create
-                                  # once per boot, "alone" = the CPU guest paused (`xl pause`)
+    **workloads.DEFAULTS,         # what runs in the guests (schedlab/workloads/)
 }
-GUEST_DIR_IN_DOM0 = "/var/lib/schedlab/guest"
-IO_IP, CPU_IP, DOM0_BR_IP = "10.10.0.2", "10.10.0.3", "10.10.0.1"
-IPERF_PORT, SOCKPERF_PORT = 5201, 11111
 
 
 def _die_with_parent() -> None:
@@ -86,6 +78,7 @@ class QemuVM:
         self.port = _free_port()
         self.proc: subprocess.Popen | None = None
         self.boot_seconds: float | None = None
+        self.runs = 0                     # runs done in this boot
         self.info: dict[str, str] = {}
         self.host = Host("127.0.0.1", port=self.port, identity=images.identity,
                          known_hosts=images.known_hosts, host_key_alias=qi.HOST_KEY_ALIAS,
@@ -186,13 +179,28 @@ class QemuTestbed(Testbed):
         self.workdir = Path(workdir) if workdir else qi.cache_root() / "runs"
         self.log = log or (lambda msg: None)
         self._images: qi.Images | None = None
+        self._guest_init_sha = ""
         self._vm: QemuVM | None = None
         self._vm_key: tuple | None = None
-        self._guests: dict[str, str] = {}     # guest name -> hash of its xl config, in this VM
+        self._domains: Domains | None = None   # the guests of the booted VM
+        self._native = None                   # qemu_native.NativeRunner: kernels booted without Xen
+
+    @staticmethod
+    def _is_native(study: dict) -> bool:
+        """Studies whose workload runs on a natively booted kernel (no Xen), e.g. S2 native."""
+        return (study.get("workload") or {}).get("where") == "native"
+
+    def native(self):
+        if self._native is None:
+            from .qemu_native import NativeRunner
+            self._native = NativeRunner(self)
+        return self._native
 
     # -- configuration ---------------------------------------------------------------------
     def images(self) -> qi.Images:
         if self._images is None:
+            # Hash of the guest init the images were made from (read once, with them).
+            self._guest_init_sha = hashlib.sha256((qi.GUEST_DIR / "guest-init.sh").read_bytes()).hexdigest()
             try:
                 self._images = qi.ensure_images(build=self.build, log=self.log)
             except FileNotFoundError as e:
@@ -202,10 +210,13 @@ class QemuTestbed(Testbed):
 
     def config(self, study: dict) -> dict:
         cfg = dict(self.options)
-        over = ((study.get("testbeds") or {}).get("qemu") or {})
+        over = (((study.get("testbeds") or {}).get("qemu") or {}).get("options") or {})
+        unknown = sorted(set(over) - set(DEFAULTS))
+        if unknown:
+            raise ConfigError(f"{study.get('_file', study.get('study'))}: field testbeds.qemu.options: "
+                            f"unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(DEFAULTS))})")
         for k, v in over.items():
-            if k in DEFAULTS:
-                cfg[k] = {**cfg[k], **v} if isinstance(cfg[k], dict) and isinstance(v, dict) else v
+            cfg[k] = {**cfg[k], **v} if isinstance(cfg[k], dict) and isinstance(v, dict) else v
         wl = study.get("workload") or {}
         if isinstance(wl.get("weights"), dict) and "weights" not in over:
             cfg["weights"] = {**cfg["weights"], **wl["weights"]}
@@ -254,15 +265,17 @@ class QemuTestbed(Testbed):
         return " ".join(parts)
 
     # -- Testbed interface -------------------------------------------------------------------
-    def describe(self) -> dict[str, Any]:
+    def describe(self, study: dict | None = None) -> dict[str, Any]:
+        """The testbed as a study runs it (its testbeds.qemu.options applied)."""
         im = self.images()
         qv = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True)
-        o = self.options
+        o = self.config(study) if study is not None else self.options
         d = {
             "testbed": "qemu",
             "qemu": qv.stdout.splitlines()[0] if qv.returncode == 0 else "missing",
             "accel": o["accel"], "cpu": o["cpu"], "smp": o["smp"], "memory_mb": o["memory_mb"],
-            "xen": im.xen_meta,   # Debian's prebuilt one; each run's counters.xen has what it booted
+            "xen_build": o["xen_build"],
+            "xen_debian": im.xen_meta,   # Debian's prebuilt one; each run's counters.xen has what it booted
             "dom0": {k: im.dom0_meta[k] for k in ("suite", "kernel", "versions", "sha256")},
             "images_build_id": im.build_id(),
             "host": {"machine": platform.machine(), "python": platform.python_version(),
@@ -274,24 +287,37 @@ class QemuTestbed(Testbed):
         return d
 
     def build_id(self, study: dict, variant: str) -> str:
+        if self._is_native(study):
+            return self.native().build_id(study, variant)
         series, xen = self._xen_for(study, variant)
         xen_hash = qi.sha256_file(xen) if xen else f"unbuilt:{series}"
-        blob = {"images": self.images().build_id(), "xen": xen_hash,
+        images_id = self.images().build_id()
+        blob = {"images": images_id, "xen": xen_hash,
                 "xen_cmdline": self.xen_cmdline(study, variant),
-                "guest_init": hashlib.sha256((qi.GUEST_DIR / "guest-init.sh").read_bytes()).hexdigest()}
+                "guest_init": self._guest_init_sha}
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
     def run_once(self, study: dict, variant: str, point: dict, seed: int) -> RunResult:
-        kind = (study.get("workload") or {}).get("kind")
-        if kind != "netperf-pair":
-            raise RunFailed(f"qemu testbed: workload {kind!r} not implemented yet (only netperf-pair/S1)")
+        if self._is_native(study):
+            self.close_xen()          # one QEMU at a time
+            return self.native().run_once(study, variant, point, seed)
+        if self._native is not None:
+            self._native.close()
+        workload = workloads.get((study.get("workload") or {}).get("kind"))
         series, xen = self._xen_for(study, variant)
         if xen is None:
             raise self._unbuilt(series)
         cfg = self.config(study)
         vm = self._ensure_vm(xen, self.xen_cmdline(study, variant), cfg)
         try:
-            res = self._s1(vm, cfg, point, seed)
+            if self._domains is None or self._domains.host is not vm.host:
+                self._domains = Domains(vm.host)
+            res = workload(vm.host, self._domains, {**cfg, **workloads.variant_options(study, variant)},
+                           point, seed, vm.info)
+            res.counters["boot_seconds"] = round(vm.boot_seconds or 0, 1)
+            # Which boot this run used (a new run directory = a new QEMU, e.g. after a crash).
+            res.counters["boot"] = {"run_dir": vm.workdir.name, "runs_in_boot": vm.runs + 1}
+            vm.runs += 1
             # The hypervisor this run booted (describe() only knows Debian's prebuilt one).
             meta = json.loads((xen.parent / "meta.json").read_text()) if (xen.parent / "meta.json").exists() else {}
             res.counters["xen"] = {"patches": series, "sha256": qi.sha256_file(xen),
@@ -299,13 +325,16 @@ class QemuTestbed(Testbed):
                                    "patch_files": meta.get("patches", []),
                                    "xen_version": vm.info.get("xen_version"),
                                    "build_id": vm.info.get("build_id")}
+            res.counters["qemu"] = {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "xen_build")}
+            res.counters["host_loadavg"] = os.getloadavg()   # this machine's load: TCG speed depends on it
             return res
         except (HostError, RunFailed, ValueError, KeyError, json.JSONDecodeError) as e:
+            died = "" if vm.alive() else f"QEMU exited (status {vm.proc.returncode}) during the run; "
             log = self._fail_log(vm, e)
             self.close()
             if isinstance(e, RunFailed):
-                raise RunFailed(str(e), log) from e
-            raise RunFailed(f"qemu S1 run failed: {e}", log) from e
+                raise RunFailed(f"{died}{e}", log) from e
+            raise RunFailed(f"{died}qemu run failed: {e}", log) from e
         finally:
             if not cfg["reuse_vm"]:
                 self.close()
@@ -320,11 +349,17 @@ class QemuTestbed(Testbed):
         return dict(self._ensure_vm(xen, self.xen_cmdline(study, variant), cfg).info)
 
     def close(self) -> None:
-        """Kill the virtual host (if any)."""
+        """Kill the virtual host(s) (if any)."""
+        if self._native is not None:
+            self._native.close()
+        self.close_xen()
+
+    def close_xen(self) -> None:
+        """Kill the Xen virtual host (if any)."""
         if self._vm is not None:
             self._vm.kill()
         self._vm, self._vm_key = None, None
-        self._guests = {}
+        self._domains = None
 
     # -- booting -------------------------------------------------------------------------------
     def _ensure_vm(self, xen: Path, cmdline: str, cfg: dict) -> QemuVM:
@@ -398,132 +433,8 @@ class QemuTestbed(Testbed):
             pass
         return log
 
-    # -- S1: netperf-like pair -----------------------------------------------------------------
-    def _guest_cfg(self, name: str, role: str, ip: str, mac: str, cfg: dict) -> str:
-        return "\n".join([
-            f'name = "{name}"', 'type = "pv"',
-            f'kernel = "{GUEST_DIR_IN_DOM0}/vmlinuz"', f'ramdisk = "{GUEST_DIR_IN_DOM0}/initrd.img"',
-            f'extra = "console=hvc0 quiet schedlab.role={role} schedlab.ip={ip}"',
-            f"memory = {int(cfg['guest_memory_mb'])}", "vcpus = 1", f'cpus = "{int(cfg["guest_pcpu"])}"',
-            f"cpu_weight = {int(cfg['weights'][role])}",
-            f'vif = [ "bridge=xenbr0,mac={mac}" ]', 'on_crash = "preserve"', ""])
-
-    def _create_guest(self, vm: QemuVM, name: str, role: str, ip: str, mac: str, cfg: dict) -> float:
-        h = vm.host
-        h.put_bytes(self._guest_cfg(name, role, ip, mac, cfg).encode(), f"/tmp/{name}.cfg")
-        t0 = time.monotonic()
-        h.run(["xl", "create", f"/tmp/{name}.cfg"], timeout=cfg["guest_timeout_s"])
-        # Wait (inside dom0, one ssh round trip) for the guest's READY line on its console.
-        h.run(["timeout", str(int(cfg["guest_timeout_s"])), "sh", "-c",
-               'until grep -q SCHEDLAB-GUEST-READY "$1" 2>/dev/null; do sleep 0.5; done',
-               "_", f"/var/log/xen/console/guest-{name}.log"], timeout=cfg["guest_timeout_s"] + 30)
-        if role == "io":
-            h.run(["timeout", str(int(cfg["guest_timeout_s"])), "bash", "-c",
-                   'until (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && (exec 3<>"/dev/tcp/$1/$3") 2>/dev/null;'
-                   ' do sleep 0.5; done', "_", ip, str(IPERF_PORT), str(SOCKPERF_PORT)],
-                  timeout=cfg["guest_timeout_s"] + 30)
-        return time.monotonic() - t0
-
-    def _destroy_guests(self, vm: QemuVM, keep: tuple[str, ...] = ()) -> None:
-        for name in self._domains(vm):
-            if name != "Domain-0" and name not in keep:
-                vm.host.run(["xl", "destroy", name], timeout=60, check=False)
-                self._guests.pop(name, None)
-
-    def _domains(self, vm: QemuVM) -> dict[str, str]:
-        """name -> state flags (e.g. 'r-----', '--p---') from `xl list`."""
-        out = vm.host.run(["xl", "list"], timeout=60).stdout.splitlines()[1:]
-        return {l.split()[0]: l.split()[4] for l in out if len(l.split()) >= 6}
-
-    def _ensure_guest(self, vm: QemuVM, name: str, role: str, ip: str, mac: str, cfg: dict,
-                      counters: dict) -> None:
-        text = self._guest_cfg(name, role, ip, mac, cfg)
-        want = hashlib.sha256(text.encode()).hexdigest()
-        doms = self._domains(vm)
-        if name in doms and self._guests.get(name) == want and "c" not in doms[name] \
-                and "s" not in doms[name] and "d" not in doms[name]:
-            if "p" in doms[name]:
-                vm.host.run(["xl", "unpause", name], timeout=60)
-            counters[f"{name}_start_seconds"] = 0.0      # reused
-            return
-        if name in doms:
-            vm.host.run(["xl", "destroy", name], timeout=60, check=False)
-        self._guests.pop(name, None)
-        counters[f"{name}_start_seconds"] = round(self._create_guest(vm, name, role, ip, mac, cfg), 1)
-        self._guests[name] = want
-
-    def _cpu_times(self, vm: QemuVM) -> dict[str, float]:
-        out = vm.host.run(["xl", "list"], timeout=60).stdout.splitlines()[1:]
-        return {l.split()[0]: float(l.split()[-1]) for l in out if l.split()}
-
-    def _s1(self, vm: QemuVM, cfg: dict, point: dict, seed: int) -> RunResult:
-        mode = point.get("mode", "alone")
-        if mode not in ("alone", "corun"):
-            raise RunFailed(f"S1: unknown mode {mode!r}")
-        h, dur = vm.host, int(cfg["duration_s"])
-        counters: dict[str, Any] = {"boot_seconds": round(vm.boot_seconds or 0, 1), "seed": seed,
-                                    "xen_scheduler": vm.info.get("xen_scheduler")}
-        if cfg["fresh_guests"]:
-            self._destroy_guests(vm)
-        else:
-            self._destroy_guests(vm, keep=("io", "cpu"))
-        h.run(["xl", "vcpu-pin", "Domain-0", "all", str(cfg["dom0_pcpu"])], timeout=60)
-        self._ensure_guest(vm, "io", "io", IO_IP, "00:16:3e:5c:00:02", cfg, counters)
-        if mode == "corun":
-            self._ensure_guest(vm, "cpu", "cpu", CPU_IP, "00:16:3e:5c:00:03", cfg, counters)
-        elif "cpu" in self._domains(vm):
-            h.run(["xl", "pause", "cpu"], timeout=60)
-        doms = self._domains(vm)
-        counters["domains"] = doms
-        if mode == "alone" and "cpu" in doms and "p" not in doms["cpu"]:
-            raise RunFailed(f"S1 alone: the CPU guest is not paused ({doms['cpu']})")
-        sched = h.run(["xl", "sched-credit"], timeout=60).stdout
-        counters["sched_credit"] = sched.strip()
-        vcpus = h.run(["xl", "vcpu-list"], timeout=60).stdout
-        counters["vcpu_list"] = vcpus.strip()
-        for name, role in (("io", "io"), ("cpu", "cpu")):
-            if name == "cpu" and mode != "corun":
-                continue
-            m = re.search(rf"^{name}\s+\d+\s+(\d+)", sched, re.M)
-            if not m or int(m.group(1)) != int(cfg["weights"][role]):
-                raise RunFailed(f"S1: weight of {name} is {m.group(1) if m else '?'}, wanted {cfg['weights'][role]}")
-
-        t_cpu0, w0 = self._cpu_times(vm), time.monotonic()
-        tp = h.run(["taskset", "-c", "0", "iperf3", "-c", IO_IP, "-p", str(IPERF_PORT), "-t", str(dur),
-                    "-J"], timeout=min(cfg["run_timeout_s"], dur + 120))
-        tpj = json.loads(tp.stdout)
-        if "error" in tpj:
-            raise RunFailed(f"iperf3: {tpj['error']}")
-        recv = tpj["end"]["sum_received"]["bits_per_second"] / 1e6
-        lat = h.run(["taskset", "-c", "0", "sockperf", "ping-pong", "--tcp", "-i", IO_IP, "-p", str(SOCKPERF_PORT),
-                     "-t", str(dur), "--mps=max", "--full-rtt"], timeout=min(cfg["run_timeout_s"], dur + 120))
-        lat_us, pct = _parse_sockperf(lat.stdout + lat.stderr)
-        t_cpu1 = self._cpu_times(vm)
-        counters["window_seconds"] = round(time.monotonic() - w0, 1)   # host wall time of cpu_seconds
-        counters["cpu_seconds"] = {k: round(t_cpu1.get(k, 0) - v, 2) for k, v in t_cpu0.items()}
-        counters["latency_percentiles_us"] = pct
-        counters["throughput_sent_mbps"] = round(tpj["end"]["sum_sent"]["bits_per_second"] / 1e6, 2)
-        counters["retransmits"] = tpj["end"]["sum_sent"].get("retransmits")
-        if cfg["fresh_guests"]:
-            self._destroy_guests(vm)
-        return RunResult(metrics={"throughput_mbps": round(recv, 2), "latency_us": round(lat_us, 1)},
-                         counters=counters)
-
 
 def xen_build_id(blob: bytes) -> str | None:
     """The GNU build-id note (hex) of a Xen ELF image, as `xl info` reports it."""
     m = re.search(rb"\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00(.{20})", blob, re.S)
     return m.group(1).hex() if m else None
-
-
-def _parse_sockperf(text: str) -> tuple[float, dict[str, float]]:
-    """Average round-trip time (us) and percentiles from `sockperf ping-pong --full-rtt`."""
-    m = re.search(r"avg-rtt=([\d.]+)", text) or re.search(r"avg-lat(?:ency)?=([\d.]+)", text)
-    if not m:
-        raise RunFailed("sockperf: no average latency in output:\n" + text[-2000:])
-    pct = {}
-    for p, v in re.findall(r"--->\s+percentile\s+([\d.]+)\s+=\s+([\d.]+)", text):
-        pct[p] = float(v)
-    for name, v in re.findall(r"--->\s+<(MAX|MIN)> observation\s+=\s+([\d.]+)", text):
-        pct[name.lower()] = float(v)
-    return float(m.group(1)), pct

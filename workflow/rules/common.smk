@@ -1,6 +1,7 @@
 # Configuration, validated before anything runs: a bad study file stops the
 # workflow here with the file, line and field named.
 import glob
+import json
 import sys
 from pathlib import Path
 
@@ -23,6 +24,9 @@ except sl_config.ConfigError as e:
 
 TESTBED = config["testbed"]
 REPORTED = config.get("testbeds", [TESTBED])
+# testbeds this build measures; a reported testbed that is not measured is re-derived
+# from the raw records shipped in data/raw/<testbed> (`make paper MEASURE=qemu` measures it)
+MEASURE = config.get("measure", [TESTBED])
 DATA = config.get("data_dir", "data")
 SEED = config["seed"]
 
@@ -57,11 +61,60 @@ def run_inputs(wc):
         inputs += ["sim/build/credit1sim", "schedlab/testbeds/sim.py"]
     elif wc.testbed == "qemu":
         inputs += ["build/qemu/images.json", "schedlab/testbeds/qemu.py"]
+        # kernels named by the variants (kernel.config), and the native image for studies run
+        # on a natively booted kernel (workflow/rules/kernel.smk)
+        kconfigs = sorted({(v.get("kernel") or {}).get("config") for v in STUDIES[wc.study]["variants"].values()}
+                          - {None})
+        inputs += [f"build/kernel/{c}.json" for c in kconfigs]
+        if (STUDIES[wc.study].get("workload") or {}).get("where") == "native":
+            inputs += ["build/qemu/native-image.json", "schedlab/testbeds/qemu_native.py"]
     return inputs
 
 
+def shipped_records(study, testbed):
+    """Raw records on disk for the study's current definition on `testbed` (read
+    only: definition hashes of the current study file against the records')."""
+    folder = Path(DATA) / "raw" / testbed / study
+    if not folder.is_dir():
+        return []
+    want = {definition_hash(study, testbed, v, pid) for v in STUDIES[study]["variants"]
+            for pid in study_points(study, testbed)}
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            out.append(str(path))        # `schedlab dataset` names the broken file
+            continue
+        if rec.get("definition_hash") in want:
+            out.append(str(path))
+    return out
+
+
+def _pairs():
+    pairs = []
+    for tb in REPORTED:
+        for s in studies_on(tb):
+            if tb in MEASURE or shipped_records(s, tb):
+                pairs.append((s, tb))
+            else:
+                print(f"schedlab: {s} on {tb}: not measured in this build and no shipped records for the "
+                      f"current study definition; the paper omits it", file=sys.stderr)
+    return pairs
+
+
+# the (study, testbed) results the paper reports
+PAIRS = _pairs()
+SHIPPED = [tb for tb in REPORTED if tb not in MEASURE]
+
+
+def alternatives(names):
+    """A wildcard constraint matching exactly these names (none: matches nothing)."""
+    return "|".join(names) if names else "(?!)"
+
+
 def study_outputs(wc=None):
-    return [f"paper/generated/{s}/{tb}-{f}" for tb in REPORTED for s in studies_on(tb) for f in NB_OUT]
+    return [f"paper/generated/{s}/{tb}-{f}" for s, tb in PAIRS for f in NB_OUT]
 
 
 # what each study notebook writes, per testbed

@@ -4,7 +4,7 @@
 
 rule methods:
     input:
-        cells=[f"paper/generated/{s}/{tb}-cells.json" for tb in REPORTED for s in studies_on(tb)],
+        cells=[f"paper/generated/{s}/{tb}-cells.json" for s, tb in PAIRS],
         studies=[f"{STUDIES_DIR}/{s}.yaml" for s in STUDIES],
         code=REPORT_CODE,
     output:
@@ -15,7 +15,8 @@ rule methods:
         "data/logs/methods.log",
     params:
         args=" ".join([f"--data-dir {DATA} --paper-dir paper --studies-dir {STUDIES_DIR} --seed {SEED}"]
-                      + [f"--study {s}" for s in STUDIES] + [f"--testbed {tb}" for tb in REPORTED]),
+                      + [f"--study {s}" for s in STUDIES] + [f"--pair {s}:{tb}" for s, tb in PAIRS]
+                      + [f"--measured {tb}" for tb in MEASURE]),
     conda:
         "../../environment.yml"
     shell:
@@ -33,6 +34,8 @@ rule paper:
         "paper/generated/dataset.tex",
         "paper/generated/agreement/table.tex",
         "paper/generated/agreement/macros.tex",
+        "paper/generated/agreement/testbeds.tex",
+        "paper/generated/agreement/testbeds-macros.tex",
         "paper/generated/mechanism/figure.pdf",
         "paper/generated/mechanism/macros.tex",
         "paper/generated/mechanism/caption.tex",

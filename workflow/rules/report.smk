@@ -31,15 +31,19 @@ rule notebook:
 rule agreement:
     input:
         notebook="notebooks/agreement.ipynb",
-        cells=lambda wc: [f"paper/generated/{s}/{tb}-cells.json" for tb in REPORTED for s in studies_on(tb)],
+        cells=lambda wc: [f"paper/generated/{s}/{tb}-cells.json" for s, tb in PAIRS],
         code=REPORT_CODE,
     output:
         "paper/generated/agreement/table.tex",
         "paper/generated/agreement/cells.json",
         "paper/generated/agreement/macros.tex",
+        "paper/generated/agreement/testbeds.tex",
+        "paper/generated/agreement/testbeds-cells.json",
+        "paper/generated/agreement/testbeds-macros.tex",
         executed=f"{DATA}/derived/notebooks/agreement.ipynb",
     params:
         testbeds=",".join(REPORTED),
+        pairs=",".join(f"{s}:{tb}" for s, tb in PAIRS),
         studies_dir=STUDIES_DIR,
     conda:
         "../../environment.yml"
@@ -47,7 +51,7 @@ rule agreement:
         f"{DATA}/logs/notebooks/agreement.log",
     shell:
         "papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
-        "-p testbeds {params.testbeds} -p studies_dir {params.studies_dir} > {log} 2>&1 "
+        "-p testbeds {params.testbeds} -p pairs {params.pairs} -p studies_dir {params.studies_dir} > {log} 2>&1 "
         "|| {{ tail -40 {log}; exit 1; }}"
 
 

@@ -1,0 +1,54 @@
+"""What runs inside a booted Xen host for each study, driven from dom0 over ssh.
+
+The qemu testbed's virtual host and the lab testbed's machines run the same code:
+a workload gets a `schedlab.host.Host` for dom0, a `Domains` tracker for the guests
+it created in this boot, the merged workload options, and the point; it returns a
+RunResult. One module per workload kind (the study file's `workload.kind`):
+
+    netpair    S1: VM-I/O (iperf3 + sockperf servers) and VM-CPU pinned to one pCPU,
+               the client in dom0 on another pCPU
+    lockwork   S0: 1-3 VMs each doing a fixed amount of lock-heavy work in a guest kernel
+               module (guest/lockmod/), spin-then-yield lock; completion time, throughput
+    lockstorm  S2: k VMs of 2 vCPUs on 2 pCPUs hammering the guest kernel's spinlock for a
+               fixed time, PV spinlocks on/off; lock ops/s and p99 lock wait
+
+Besides the testbed options, the options a workload gets carry the variant's guest
+settings (`variant_options`): `variant_guest` = the variant's `guest:` block of the study
+(e.g. {lock: spin-yield} or {boot: xen_nopvspin}), `variant` = its name.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..testbeds.base import RunFailed, RunResult
+from . import lockstorm, lockwork, netpair
+
+# kind -> run(host, domains, options, point, seed, booted) -> RunResult
+WORKLOADS: dict[str, Callable[..., RunResult]] = {
+    "netperf-pair": netpair.run,
+    "ddk-build": lockwork.run,
+    "lock-storm": lockstorm.run,
+}
+
+# Options every workload understands, with defaults; testbeds merge the study's
+# testbeds.<tb>.options over these.
+DEFAULTS: dict[str, Any] = {
+    **netpair.DEFAULTS,
+    **lockwork.DEFAULTS,
+    **lockstorm.DEFAULTS,
+}
+
+
+def variant_options(study: dict, variant: str) -> dict[str, Any]:
+    """The per-variant part of a workload's options (not testbed options: a study cannot
+    set them under testbeds.<tb>.options)."""
+    v = (study.get("variants") or {}).get(variant) or {}
+    return {"variant": variant, "variant_guest": dict(v.get("guest") or {})}
+
+
+def get(kind: str | None) -> Callable[..., RunResult]:
+    try:
+        return WORKLOADS[kind]
+    except KeyError:
+        raise RunFailed(f"no workload for kind {kind!r} on Xen hosts "
+                        f"(available: {', '.join(sorted(WORKLOADS))})") from None

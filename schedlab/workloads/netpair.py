@@ -1,0 +1,115 @@
+"""S1's workload: a network stream and request/response pair into VM-I/O, with and
+without a CPU-bound VM-CPU on the same pCPU (seed 001: netperf TCP_STREAM and TCP_RR
+from another machine; here iperf3 and sockperf from dom0, pinned to another pCPU).
+
+Guests (guest/guest-init.sh): role=io runs the iperf3 and sockperf servers, role=cpu
+one busy loop per vCPU. Both have 1 vCPU and are pinned to `guest_pcpu`; dom0 (netback
+and the clients) is pinned to `dom0_pcpu`. "alone" pauses VM-CPU (`xl pause`), so the
+two modes share a boot and guests; "corun" unpauses it.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from ..host import Host
+from ..testbeds.base import RunFailed, RunResult
+from .xl import Domains, guest_cfg
+
+DEFAULTS: dict[str, Any] = {
+    "guest_memory_mb": 256,
+    "guest_timeout_s": 180,       # xl create -> guest servers reachable
+    "run_timeout_s": 300,         # one measurement command
+    "duration_s": 10,             # each of: throughput run, latency run
+    "weights": {"io": 256, "cpu": 256},
+    "guest_pcpu": 0,              # VM-I/O and VM-CPU pinned here
+    "dom0_pcpu": 1,               # dom0 (netback + the client) pinned here
+    "fresh_guests": False,        # True: xl create/destroy the guests in every run; False: create
+                                  # once per boot, "alone" = the CPU guest paused (`xl pause`)
+}
+IO_IP, CPU_IP = "10.10.0.2", "10.10.0.3"
+IPERF_PORT, SOCKPERF_PORT = 5201, 11111
+GUESTS = {"io": (IO_IP, "00:16:3e:5c:00:02"), "cpu": (CPU_IP, "00:16:3e:5c:00:03")}
+
+
+def config_text(role: str, opts: dict) -> str:
+    ip, mac = GUESTS[role]
+    return guest_cfg(role, extra=f"console=hvc0 quiet schedlab.role={role} schedlab.ip={ip}",
+                     memory_mb=opts["guest_memory_mb"], vcpus=1, cpus=str(int(opts["guest_pcpu"])),
+                     weight=opts["weights"][role], vif=f"bridge=xenbr0,mac={mac}")
+
+
+def _ensure(doms: Domains, role: str, opts: dict, counters: dict) -> None:
+    secs = doms.ensure(role, config_text(role, opts), opts["guest_timeout_s"])
+    counters[f"{role}_start_seconds"] = round(secs, 1)
+    if role == "io" and secs:
+        t = int(opts["guest_timeout_s"])
+        doms.host.run(["timeout", str(t), "bash", "-c",
+                       'until (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && (exec 3<>"/dev/tcp/$1/$3") 2>/dev/null;'
+                       ' do sleep 0.5; done', "_", IO_IP, str(IPERF_PORT), str(SOCKPERF_PORT)], timeout=t + 30)
+
+
+def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
+    mode = point.get("mode", "alone")
+    if mode not in ("alone", "corun"):
+        raise RunFailed(f"S1: unknown mode {mode!r}")
+    dur = int(opts["duration_s"])
+    counters: dict[str, Any] = {"seed": seed, "xen_scheduler": booted.get("xen_scheduler")}
+    doms.destroy_all(keep=() if opts["fresh_guests"] else ("io", "cpu"))
+    h.run(["xl", "vcpu-pin", "Domain-0", "all", str(opts["dom0_pcpu"])], timeout=60)
+    _ensure(doms, "io", opts, counters)
+    if mode == "corun":
+        _ensure(doms, "cpu", opts, counters)
+    elif "cpu" in doms.list():
+        doms.pause("cpu")
+    state = doms.list()
+    counters["domains"] = state
+    if mode == "alone" and "cpu" in state and "p" not in state["cpu"]:
+        raise RunFailed(f"S1 alone: the CPU guest is not paused ({state['cpu']})")
+    sched = h.run(["xl", "sched-credit"], timeout=60).stdout
+    counters["sched_credit"] = sched.strip()
+    counters["vcpu_list"] = h.run(["xl", "vcpu-list"], timeout=60).stdout.strip()
+    for role in ("io", "cpu") if mode == "corun" else ("io",):
+        m = re.search(rf"^{role}\s+\d+\s+(\d+)", sched, re.M)
+        if not m or int(m.group(1)) != int(opts["weights"][role]):
+            raise RunFailed(f"S1: weight of {role} is {m.group(1) if m else '?'}, wanted {opts['weights'][role]}")
+
+    t_cpu0, w0 = doms.cpu_times(), time.monotonic()
+    client = ["taskset", "-c", "0"]          # dom0 has one vCPU (pinned to dom0_pcpu)
+    tp = h.run([*client, "iperf3", "-c", IO_IP, "-p", str(IPERF_PORT), "-t", str(dur), "-J"],
+               timeout=min(opts["run_timeout_s"], dur + 120))
+    try:
+        tpj = json.loads(tp.stdout)
+    except json.JSONDecodeError:
+        raise RunFailed("iperf3: output is not JSON:\n" + tp.stdout[-2000:]) from None
+    if "error" in tpj:
+        raise RunFailed(f"iperf3: {tpj['error']}")
+    recv = tpj["end"]["sum_received"]["bits_per_second"] / 1e6
+    lat = h.run([*client, "sockperf", "ping-pong", "--tcp", "-i", IO_IP, "-p", str(SOCKPERF_PORT),
+                 "-t", str(dur), "--mps=max", "--full-rtt"], timeout=min(opts["run_timeout_s"], dur + 120))
+    lat_us, pct = parse_sockperf(lat.stdout + lat.stderr)
+    t_cpu1 = doms.cpu_times()
+    counters["window_seconds"] = round(time.monotonic() - w0, 1)   # host wall time of cpu_seconds
+    counters["cpu_seconds"] = {k: round(t_cpu1.get(k, 0) - v, 2) for k, v in t_cpu0.items()}
+    counters["latency_percentiles_us"] = pct
+    counters["throughput_sent_mbps"] = round(tpj["end"]["sum_sent"]["bits_per_second"] / 1e6, 2)
+    counters["retransmits"] = tpj["end"]["sum_sent"].get("retransmits")
+    if opts["fresh_guests"]:
+        doms.destroy_all()
+    return RunResult(metrics={"throughput_mbps": round(recv, 2), "latency_us": round(lat_us, 1)},
+                     counters=counters)
+
+
+def parse_sockperf(text: str) -> tuple[float, dict[str, float]]:
+    """Average round-trip time (us) and percentiles from `sockperf ping-pong --full-rtt`."""
+    m = re.search(r"avg-rtt=([\d.]+)", text) or re.search(r"avg-lat(?:ency)?=([\d.]+)", text)
+    if not m:
+        raise RunFailed("sockperf: no average latency in output:\n" + text[-2000:])
+    pct = {}
+    for p, v in re.findall(r"--->\s+percentile\s+([\d.]+)\s+=\s+([\d.]+)", text):
+        pct[p] = float(v)
+    for name, v in re.findall(r"--->\s+<(MAX|MIN)> observation\s+=\s+([\d.]+)", text):
+        pct[name.lower()] = float(v)
+    return float(m.group(1)), pct

@@ -1,0 +1,119 @@
+"""Study-file features beyond one metric set per study: metrics that apply to some
+points only (`when:`), testbed options in the run definition, variant-blocked run
+order on real hosts, and study manifests re-derived from records on disk."""
+import copy
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from schedlab import config
+from schedlab.report.tables import StudyTable
+from schedlab.run import PointRunner, dataset, plan
+from conftest import schedlab
+
+
+def test_when_metrics_select_points():
+    st = config.load_study("s2native")
+    pg = {"bench": "pgbench", "threads": 1}
+    assert [m["name"] for m in config.metrics_for(st, pg)] == ["pgbench_tps"]
+    assert [m["name"] for m in config.metrics_for(st, {"bench": "kernbench", "threads": 4})] == ["kernbench_s"]
+    s1 = config.load_study("s1")
+    assert len(config.metrics_for(s1, {"mode": "alone"})) == 2
+
+
+def test_when_naming_an_unknown_axis_value_is_an_error(tmp_path):
+    text = (config.STUDIES_DIR / "s2native.yaml").read_text().replace("when: {bench: pbzip2}", "when: {bench: pbzip3}")
+    p = tmp_path / "s2native.yaml"
+    p.write_text(text)
+    with pytest.raises(config.ConfigError, match=r"s2native.yaml:\d+: field metrics.1.when.bench: 'pbzip3'"):
+        config.load_study(p)
+
+
+def _runs(study, rng):
+    """Synthetic runs (a statistics test, not a result): each point reports only its metric."""
+    rows = []
+    for v in study["variants"]:
+        for p in config.points(study, "qemu"):
+            (m,) = config.metrics_for(study, p)
+            for rep in range(5):
+                rows.append({"run_id": f"{v}_{config.point_id(p)}_r{rep}", "variant": v, **p,
+                             "checksum": f"{v}{rep}", m["name"]: 100 + rng.normal(0, 1)})
+    return pd.DataFrame(rows)
+
+
+def test_table_with_when_metrics_has_one_value_column(tmp_path):
+    st = config.load_study("s2native")
+    runs = _runs(st, np.random.default_rng(1))
+    t = StudyTable(st, "qemu", runs, tmp_path, margin_pct=st["equivalence_margin_pct"])
+    # 3 variants x 6 points compared with the baseline, no NaN comparisons
+    assert len(t.cmp) == 3 * 6 and t.cmp["pct"].notna().all()
+    side = t.write()
+    body = (tmp_path / "qemu-table.tex").read_text()
+    assert "pgbench [tx/s]" in body and "kernbench build [s]" in body
+    assert "pv_y/bench-pbzip2_threads-4/pbzip2_s/delta" in side["cells"]
+    assert not any("pgbench_tps" in k for k in side["cells"] if "bench-pbzip2" in k)
+    # every row has the same number of columns
+    rows = [l for l in body.splitlines() if l.endswith(r"\\") and "&" in l]
+    assert len({r.count("&") for r in rows}) == 1
+
+
+def test_testbed_options_enter_the_definition_only_when_set():
+    s1 = config.load_study("s1")
+    d = config.definition(s1, "qemu", "bug", {"mode": "corun"})
+    assert d["testbed_options"] == {"smp": 3, "xen_build": "source"}
+    assert "testbed_options" not in config.definition(s1, "sim", "bug", {"mode": "corun"})
+    s1b = copy.deepcopy(s1)
+    s1b["testbeds"]["qemu"]["options"]["smp"] = 2
+    assert config.sha256(config.definition(s1b, "qemu", "bug", {"mode": "corun"})) != config.sha256(d)
+
+
+def test_unknown_qemu_option_is_a_config_error():
+    from schedlab.testbeds.qemu import QemuTestbed
+    s1 = copy.deepcopy(config.load_study("s1"))
+    s1["testbeds"]["qemu"]["options"]["smpp"] = 3
+    with pytest.raises(config.ConfigError, match="testbeds.qemu.options: unknown option.*smpp"):
+        QemuTestbed().config(s1)
+
+
+def test_real_hosts_run_a_variants_points_together():
+    st = config.load_study("s0")
+    order = plan(st, "qemu", 3)
+    npts = len(config.points(st, "qemu"))
+    per_round = len(st["variants"]) * npts
+    for r in range(len(order) // per_round):
+        rnd = [e["variant"] for e in order[r * per_round:(r + 1) * per_round]]
+        blocks = [rnd[i] for i in range(len(rnd)) if i == 0 or rnd[i] != rnd[i - 1]]
+        assert len(blocks) == len(st["variants"]) == len(set(blocks))   # one block per variant
+    firsts = {tuple(e["variant"] for e in order[r * per_round:(r + 1) * per_round:npts])
+              for r in range(len(order) // per_round)}
+    assert len(firsts) > 1          # the variant order changes between rounds
+    assert plan(st, "sim", 3) != order
+
+
+def test_dataset_rederives_the_manifest_from_records(sim_binary, tmp_path):
+    """`schedlab dataset` finds the same runs PointRunner wrote, from the records alone."""
+    st = config.load_study("s1")
+    st = copy.deepcopy(st)
+    st["testbeds"]["sim"] = {"runs": 2, "warmup": 1}
+    made = {}
+    for v in st["variants"]:
+        for p in config.points(st, "sim"):
+            recs = PointRunner(st, "sim", v, p, tmp_path, 11).run()
+            made[(v, config.point_id(p))] = [r["run_id"] for r in recs]
+    out = tmp_path / "all.json"
+    res = dataset(st, "sim", tmp_path, 11, out)
+    assert res == {"points": 4, "runs": 12, "missing": [], "failed": 0}
+    man = json.loads(out.read_text())
+    got = {(m["variant"], m["point_id"]): [r["run_id"] for r in m["runs"]] for m in man["points"]}
+    assert got == made
+    # another base seed: the same records are not this dataset's runs
+    with pytest.raises(Exception, match="no records"):
+        dataset(st, "sim", tmp_path, 12, tmp_path / "other.json")
+    # the CLI reports what it found and never writes into raw/
+    before = sorted(p.name for p in (tmp_path / "raw" / "sim" / "s1").iterdir())
+    r = schedlab("dataset", "s1", "--testbed", "sim", "--out", tmp_path, "--seed", "11",
+                 "--manifest", tmp_path / "cli.json")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "raw" / "sim" / "s1").iterdir()) == before

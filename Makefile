@@ -20,6 +20,11 @@ DEBS_QEMU := qemu-system-x86 qemu-utils debootstrap e2fsprogs cpio openssh-clien
 DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB) $(DEBS_PACKS) $(DEBS_QEMU)
 # testbed_host=1: one job at a time drives a virtual or lab host (sim jobs need none)
 SNAKEMAKE := snakemake --cores $(JOBS) --resources testbed_host=1 --rerun-incomplete --show-failed-logs
+# MEASURE=sim,qemu: also measure on qemu (root, QEMU, hours) instead of re-deriving its tables
+# from the raw records shipped in data/raw/qemu
+ifneq ($(MEASURE),)
+SNAKEMAKE += --config 'measure=[$(MEASURE)]'
+endif
 
 .PHONY: paper test deps-paper deps-test venv container clean-derived
 .DEFAULT_GOAL := paper

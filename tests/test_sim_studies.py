@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from schedlab.config import ConfigError
 from schedlab.testbeds.base import RunFailed, RunResult
 from schedlab.testbeds.sim import SimTestbed
 
@@ -79,8 +80,19 @@ def test_s0_yield_helps_under_overcommit(tb):
 
 
 def test_unknown_variant_raises(tb):
-    with pytest.raises(RunFailed):
+    with pytest.raises(ConfigError, match="unknown variant 'nope'"):
         tb.run_once(study("s1"), "nope", {"mode": "alone"}, 1)
+
+
+def test_config_errors_stop_at_once_without_retries(tmp_path, sim_binary):
+    """A study the sim cannot model is a configuration error: no retries, no failure records."""
+    import copy
+    from schedlab.run import PointRunner
+    s = copy.deepcopy(study("s1"))
+    del s["sim_workload"]
+    with pytest.raises(ConfigError, match="no `sim_workload` section"):
+        PointRunner(s, "sim", "bug", {"mode": "corun"}, tmp_path, 1).run_rep(0)
+    assert not list(tmp_path.rglob("*.json"))
 
 
 def test_sim_never_reads_published():

@@ -83,7 +83,21 @@ class StudyContext:
                 f"{prov['n_runs']} runs in all, in a seeded interleaved order (plan seed {prov['plan_seed']}). "
                 f"Testbed: {tb_text}. Code: commit {', '.join(_latex_escape(c) for c in prov['repo_commits'])}.\n")
 
+    def comparison_macros(self) -> dict[str, str]:
+        """For the text, per comparison VARIANT/POINT/METRIC: `d/...` the difference in %
+        (signed), `e/...` ministat's error, `sig/...` "significant" or "not significant"
+        (Holm-adjusted, as in the table), `p/...` the adjusted p-value."""
+        out = {}
+        for _, c in self.table.cmp.iterrows():
+            pid = config.point_id({a: c[a] for a in self.axes})
+            key = f"{c['variant']}/{pid}/{c['metric']}"
+            out[f"d/{key}"] = f"{c['pct']:+.1f}".replace("-", "$-$")
+            out[f"e/{key}"] = f"{c['pct_err']:.1f}"
+            out[f"sig/{key}"] = "significant" if c["significant"] else "not significant"
+            out[f"p/{key}"] = f"{c['p_holm']:.2g}"
+        return out
+
     def finish(self, extra_macros: dict[str, str] | None = None) -> dict:
-        side = self.table.write(extra_macros)
+        side = self.table.write({**self.comparison_macros(), **(extra_macros or {})})
         _atomic_write(self.out_dir / f"{self.testbed}-setup.tex", self.setup_tex())
         return side

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..config import ConfigError
 from .base import RunFailed, RunResult, Testbed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,7 +91,7 @@ def _seed(seed: int, tag: str) -> int:
 
 def _need(d: dict, key: str, where: str):
     if key not in d:
-        raise RunFailed(f"study file: missing `{where}.{key}`")
+        raise ConfigError(f"study file: missing `{where}.{key}`")
     return d[key]
 
 
@@ -147,7 +148,7 @@ def _s1(study, variant, sim, wl, point, seed):
         if mode == "corun":
             doms.append({"name": "cpu", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": {"kind": "cpu"}})
         elif mode != "alone":
-            raise RunFailed(f"S1: unknown mode {mode!r}")
+            raise ConfigError(f"S1: unknown mode {mode!r}")
         out.append((tag, {"seed": _seed(seed, tag), "duration_s": float(wl["duration_s"]), "warmup_s": float(wl["warmup_s"]),
                           "host": wl["host"], "xen": _xen(sim, wl.get("xen")), "domains": doms}))
     return out
@@ -215,7 +216,7 @@ def _s4(study, variant, sim, wl, point, seed):
             elif placement == "soft":
                 d["soft_affinity"] = cpus
             elif placement != "none":
-                raise RunFailed(f"S4: unknown placement {placement!r}")
+                raise ConfigError(f"S4: unknown placement {placement!r}")
             doms.append(d)
         out.append((kind, {"seed": _seed(seed, kind), "duration_s": float(wl["duration_s"]), "warmup_s": float(wl["warmup_s"]),
                            "host": host, "memory": wl["memory"], "cache": wl.get("cache", {}),
@@ -284,17 +285,17 @@ class SimTestbed(Testbed):
     def scenarios(self, study: dict, variant: str, point: dict, seed: int) -> list[tuple[str, dict]]:
         sid = study.get("study")
         if sid not in BUILDERS:
-            raise RunFailed(f"sim testbed has no model for study {sid!r}")
+            raise ConfigError(f"sim testbed has no model for study {sid!r}")
         if variant not in study.get("variants", {}):
-            raise RunFailed(f"study {sid}: unknown variant {variant!r}")
+            raise ConfigError(f"study {sid}: unknown variant {variant!r}")
         wl = study.get("sim_workload")
         if not wl:
-            raise RunFailed(f"study {sid}: no `sim_workload` section")
+            raise ConfigError(f"study {sid}: no `sim_workload` section")
         sim = (study["variants"][variant] or {}).get("sim", {}) or {}
         try:
             return BUILDERS[sid][0](study, variant, sim, wl, point, int(seed))
         except KeyError as e:
-            raise RunFailed(f"study {sid}: missing key {e} in sim_workload or point") from e
+            raise ConfigError(f"study {sid}: missing key {e} in sim_workload or point") from e
 
     def run_once(self, study: dict, variant: str, point: dict, seed: int) -> RunResult:
         sid = study.get("study")
@@ -310,7 +311,7 @@ class SimTestbed(Testbed):
         metrics, samples = BUILDERS[sid][1](study, res, point, wl)
         names = [m["name"] for m in study.get("metrics", [])]
         if set(metrics) != set(names):
-            raise RunFailed(f"study {sid}: sim metrics {sorted(metrics)} do not match the study's {sorted(names)}")
+            raise ConfigError(f"study {sid}: sim metrics {sorted(metrics)} do not match the study's {sorted(names)}")
         counters: dict[str, Any] = {}
         for tag, r in res.items():
             pre = "" if len(res) == 1 else f"{tag}."

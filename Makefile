@@ -11,7 +11,7 @@ DEBS_BASE := python3 python3-venv make gcc libc6-dev git
 DEBS_PAPER := $(DEBS_BASE) ministat latexmk texlive-latex-base texlive-latex-recommended \
 	texlive-latex-extra texlive-science texlive-fonts-recommended texlive-pictures lmodern
 # the lab testbed's tests drive a real sshd and a real IPMI endpoint (ipmi_sim)
-DEBS_LAB := openipmi ipmitool openssh-server openssh-client grub2-common util-linux socat
+DEBS_LAB := openipmi ipmitool openssh-server openssh-client grub2-common grub-pc-bin fdisk util-linux socat
 # the benchmark packs' tools (python -m schedlab.packs debs)
 DEBS_PACKS := bc bison flex libelf-dev linux-source-6.1 pbzip2 postgresql-15 postgresql-client-15 \
 	sysbench xz-utils

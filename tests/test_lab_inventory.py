@@ -45,7 +45,8 @@ def test_sample_inventory_is_valid():
     inv = load_inventory(SAMPLE)
     (h,) = inv.resolve("virtual")
     assert h.name == "vhost0" and h.address == "127.0.0.1" and h.port == 10022
-    assert h.bmc.password.kind == "env"
+    assert h.bmc.password.kind == "cache" and h.bmc.password.value == "lab/vhost0/bmc.pass"
+    assert h.boot["reboot"] == ["busybox", "reboot"] and h.boot["dom0_cmdline"].startswith("root=/dev/vda1 ")
     assert all(isinstance(a, str) for a in h.console["argv"])
 
 
@@ -114,6 +115,27 @@ def test_password_file_must_be_private(tmp_path):
     assert "s3cret" not in str(e.value)
     pw.chmod(0o600)
     assert inv.hosts["xen1"].bmc.password.read() == "s3cret"
+
+
+def test_password_in_the_cache_is_a_private_file(tmp_path, monkeypatch):
+    """{cache: rel}: a file under $SCHEDLAB_CACHE, with the rules of {file: ...}."""
+    monkeypatch.setenv("SCHEDLAB_CACHE", str(tmp_path / "cache"))
+    inv = load(tmp_path, GOOD.replace("password: {env: XEN1_BMC_PASSWORD}", "password: {cache: lab/xen1.pass}"))
+    ref = inv.hosts["xen1"].bmc.password
+    assert inv.hosts["xen1"].public()["bmc"]["password"] == {"source": "cache"}
+    pw = tmp_path / "cache" / "lab" / "xen1.pass"
+    pw.parent.mkdir(parents=True)
+    pw.write_text("s3cret\n")
+    pw.chmod(0o640)
+    with pytest.raises(ConfigError, match="readable by others"):
+        ref.read()
+    pw.chmod(0o600)
+    assert ref.read() == "s3cret"
+    monkeypatch.setenv("SCHEDLAB_CACHE", str(ROOT / "data"))
+    with pytest.raises(ConfigError, match="inside the repository"):
+        ref.read()
+    msg = refused(tmp_path, GOOD.replace("password: {env: XEN1_BMC_PASSWORD}", "password: {cache: /abs/pw}"))
+    assert "field hosts.xen1.bmc.password.cache" in msg
 
 
 def test_pool_of_unknown_host_and_missing_key(tmp_path):

@@ -100,7 +100,8 @@ class Build:
     files:   name on the host -> local path ('xen.gz', 'vmlinuz', optional 'initrd.img')
     xen_cmdline / dom0_cmdline: the variant's options (the host's own are added)
     expect:  what `xl info` / `uname -r` must say once it booted: xen_version,
-             xen_changeset, kernel_release, xen_scheduler (any subset)
+             xen_changeset, build_id (Xen's GNU build-id), kernel_release,
+             xen_scheduler (any subset)
     """
     files: dict[str, Path]
     xen_cmdline: str = ""
@@ -157,6 +158,7 @@ class HostState:
         self.lock_path = self.dir / "locks" / f"{host}.lock"
         self.state_path = self.dir / "hosts" / f"{host}.json"
         self.quarantine_path = self.dir / "quarantine" / f"{host}.json"
+        self.boot_path = self.dir / "hosts" / f"{host}.boot.json"
         self._lock_fd: int | None = None
 
     # lock ------------------------------------------------------------------
@@ -228,6 +230,13 @@ class HostState:
             return True
         return False
 
+    def last_verified(self) -> dict:
+        """The boot in which a build was last verified (any process): {boot_id, build_id, info, time}."""
+        return self._read(self.boot_path)
+
+    def record_verified(self, boot_id: str | None, build_id: str, info: dict) -> None:
+        self._write(self.boot_path, {"boot_id": boot_id, "build_id": build_id, "time": _now(), "info": info})
+
     def record_success(self) -> None:
         hist = self._read(self.state_path).get("history", [])[-19:]
         hist.append({"time": _now(), "ok": True})
@@ -287,7 +296,7 @@ def check_booted(info: dict[str, str], build: Build, spec: HostSpec, xen_cmdline
     """Differences between what booted (`xl info` + release) and the build/inventory."""
     problems = []
     exp = build.expect
-    for key in ("xen_version", "xen_changeset", "xen_scheduler"):
+    for key in ("xen_version", "xen_changeset", "xen_scheduler", "build_id"):
         if key in exp and info.get(key) != exp[key]:
             problems.append(f"{key} is {info.get(key)!r}, the build says {exp[key]!r}")
     if "kernel_release" in exp and info.get("release") != exp["kernel_release"]:
@@ -381,6 +390,10 @@ class HostDriver:
         self.event("reserved", lock=str(self.state.lock_path))
 
     def release(self) -> None:
+        if self._host is not None and self.spec.multiplex:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                self._host.close()          # the shared connection's master, if any
+            self._host = None
         if self.state.locked:
             self.state.release()
             self.event("released")
@@ -402,7 +415,7 @@ class HostDriver:
         gp = self.spec.boot.get("grub_path") or self.spec.boot["dir"]
         p = f"{gp}/{build.build_id}"
         lines = [f"menuentry 'schedlab {build.build_id}' --id {self.entry_id(build)} {{",
-                 "\tinsmod part_gpt", "\tinsmod part_msdos", "\tinsmod ext2",
+                 "\tinsmod part_gpt", "\tinsmod part_msdos", "\tinsmod ext2", "\tinsmod gzio",
                  f"\tsearch --no-floppy --file --set=root {p}/xen.gz",
                  f"\techo 'schedlab: Xen {build.build_id}'",
                  f"\tmultiboot2 {p}/xen.gz {self.xen_cmdline(build)}".rstrip(),
@@ -569,9 +582,25 @@ class HostDriver:
         self.booted = info
         self.booted_build = build.build_id
         self.verified_boot = self.boot_id
+        self.state.record_verified(self.boot_id, build.build_id, {k: v for k, v in info.items() if isinstance(v, str)})
         self.event("verified", build=build.build_id, xen_version=info.get("xen_version"),
                    release=info.get("release"))
         return info
+
+    def adopt(self, build: Build) -> bool:
+        """Is the host still in a boot where another process verified this build? Then
+        check it again (`xl info`, no reboot) and use it. A host that rebooted since has
+        a new boot id and is booted into the build again."""
+        prev = self.state.last_verified()
+        if not prev or prev.get("boot_id") != self.boot_id or prev.get("build_id") != build.build_id:
+            return False
+        try:
+            self.verify(build)
+        except WrongBuild as e:
+            self.event("adopt-refused", error=str(e)[:300])
+            return False
+        self.event("adopted-boot", boot_id=self.boot_id, since=prev.get("time"))
+        return True
 
     # -- (e) run ------------------------------------------------------------------------------------------
     def measure(self, build: Build, workload: Workload) -> RunResult:
@@ -611,12 +640,16 @@ class HostDriver:
         try:
             booted_now = False
             self.connect()
-            # a host that rebooted by itself or was power-cycled runs its default entry: boot the build again
+            # a host that rebooted by itself or was power-cycled runs its default entry: boot the build again.
+            # A new process (booted_build unknown) first asks whether the host is still in a boot where
+            # this build was verified (by an earlier job): checked again, that boot is used as is.
             if reboot == "always" or self.booted_build != build.build_id or self.verified_boot != self.boot_id:
-                self.install(build)
-                boot_s = self.boot(build)
-                booted_now = True
-                self.verify(build)
+                adopted = reboot != "always" and self.booted_build is None and self.adopt(build)
+                if not adopted:
+                    self.install(build)
+                    boot_s = self.boot(build)
+                    booted_now = True
+                    self.verify(build)
             result = self.measure(build, workload)
             self.restore_default()
         except RunFailed as e:
@@ -634,7 +667,7 @@ class HostDriver:
         result.counters = {**result.counters, "lab": {
             "host": self.spec.name, "build_id": build.build_id, "boot_id": self.boot_id,
             "rebooted": booted_now, "boot_seconds": round(boot_s, 1) if booted_now else None,
-            "booted": {k: self.booted.get(k) for k in ("xen_version", "xen_changeset", "xen_commandline",
+            "booted": {k: self.booted.get(k) for k in ("xen_version", "xen_changeset", "build_id", "xen_commandline",
                                                        "xen_scheduler", "release", "nr_cpus", "nr_nodes")},
             "events": self.events, "seconds": round(time.monotonic() - t0, 1)}}
         return result

@@ -25,7 +25,7 @@ ENV_INVENTORY = "SCHEDLAB_LAB_INVENTORY"
 
 # What a host gets when neither it nor the inventory's `defaults` say otherwise.
 BUILTIN: dict[str, dict[str, Any]] = {
-    "ssh": {"port": 22, "user": "root"},
+    "ssh": {"port": 22, "user": "root", "multiplex": False},
     "boot": {"dir": "/boot/schedlab", "grub_dir": "/boot/grub", "grub_path": "",
              "dom0_cmdline": "", "xen_cmdline_extra": "",
              "grub_reboot": ["grub-reboot"], "reboot": ["systemctl", "reboot"], "keep_builds": 8},
@@ -85,8 +85,10 @@ class FileRef:
 
 @dataclass(frozen=True)
 class SecretRef:
-    """Where the BMC password is: {env: NAME} or {file: /abs/path}. `read()` is the
-    only way to get it; it is never stored, logged or put on a command line."""
+    """Where the BMC password is: {env: NAME}, {file: /abs/path} or {cache: rel} (a file
+    under $SCHEDLAB_CACHE). `read()` is the only way to get it; it is never stored,
+    logged or put on a command line. A file must be outside the repository and readable
+    by its owner only."""
     kind: str
     value: str
     where: Where
@@ -97,7 +99,10 @@ class SecretRef:
             if pw is None or pw == "":
                 raise self.where.error(f"environment variable {self.value} (the BMC password) is not set")
             return pw
-        p = Path(self.value)
+        p = Path(self.value) if self.kind == "file" else cache_root() / self.value
+        if self.kind == "cache" and _is_inside(p, ROOT):
+            raise self.where.error(f"{p} ($SCHEDLAB_CACHE/{self.value}) is inside the repository; "
+                                   "keep the BMC password outside it")
         try:
             st = p.stat()
         except OSError as e:
@@ -145,6 +150,7 @@ class HostSpec:
     timeouts: dict
     policy: dict
     entry: dict = field(repr=False)          # the merged entry as validated (no secrets in it)
+    multiplex: bool = False                  # one shared ssh connection (ControlMaster) for all commands
     where: Where | None = field(default=None, repr=False)
 
     def public(self) -> dict:
@@ -160,7 +166,7 @@ class HostSpec:
         from schedlab.host import Host
         return Host(self.address, user=self.user, port=self.port, identity=self.key.resolve_existing(),
                     known_hosts=self.known_hosts.resolve_existing(), host_key_alias=self.host_key_alias,
-                    connect_timeout=int(self.timeouts["ssh_connect_s"]))
+                    connect_timeout=int(self.timeouts["ssh_connect_s"]), multiplex=self.multiplex)
 
 
 @dataclass
@@ -263,7 +269,7 @@ def load_inventory(path: str | Path | None = None) -> Inventory:
             user=ssh["user"], key=fileref("key"), known_hosts=fileref("known_hosts"),
             host_key_alias=ssh.get("host_key_alias"), topology=entry["topology"], bmc=bmc,
             console=entry.get("console"), boot=entry["boot"], timeouts=entry["timeouts"],
-            policy=entry["policy"], entry=entry, where=where("hosts", name))
+            policy=entry["policy"], entry=entry, where=where("hosts", name), multiplex=bool(ssh.get("multiplex")))
     for pool, members in pools.items():
         for i, m in enumerate(members):
             if m not in hosts:

@@ -259,13 +259,17 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--vm-port", type=int, default=None)
     b.add_argument("--user", default="schedlab")
     b.add_argument("--password-env", default="SCHEDLAB_BMC_PASSWORD")
+    b.add_argument("--poweroff-wait", type=int, default=1,
+                   help="seconds ipmi_sim waits after asking the VM to power off before killing it")
+    b.add_argument("--kill-wait", type=int, default=1, help="seconds between SIGTERM and SIGKILL of the host")
     b.add_argument("startcmd", nargs="+")
     a = ap.parse_args(argv)
     pw = os.environ.get(a.password_env)
     if not pw:
         print(f"set {a.password_env} to the BMC password", file=sys.stderr)
         return 2
-    sim = IpmiSim(a.dir, a.startcmd, user=a.user, password=pw, port=a.port, vm_port=a.vm_port)
+    sim = IpmiSim(a.dir, a.startcmd, user=a.user, password=pw, port=a.port, vm_port=a.vm_port,
+                  poweroff_wait=a.poweroff_wait, kill_wait=a.kill_wait)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))     # stop cleanly: the BMC and its "host"
     sim.start()
     print(f"ipmi_sim: IPMI over LAN on 127.0.0.1:{sim.port} (user {sim.user}); "

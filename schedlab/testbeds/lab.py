@@ -14,29 +14,33 @@ that build (`xl info`, `uname -r`), run the study's workload, leave the host
 booting its default entry. Records are written by schedlab.run as for every
 testbed; failures become failure records and retries.
 
-Status: the lifecycle, power control and fault handling are implemented and
-tested against a loopback sshd host and an ipmi_sim BMC (tests/test_lab_*.py).
-Lab workloads (what runs inside a booted host for each study) are not written
-yet: pass them in `workloads` ({workload kind: function}); without one, a run
-fails with a clear message. See docs/lab-testbed.md.
+Builds are folders made by schedlab.lab.builds (`python -m schedlab.lab.builds make
+--study s1`, or the Snakemake rule lab_builds). Workloads are those of the qemu
+testbed (schedlab.workloads, driven from dom0 over ssh): `workloads.get(kind)(host,
+domains, options, point, seed, booted)`, options = schedlab.workloads.DEFAULTS and
+this testbed's, overridden by the study's `testbeds.lab.options`. Tests may inject
+their own (`workloads={kind: f(host, build, booted, study, point, seed)}`).
+See docs/lab-testbed.md.
 """
 from __future__ import annotations
 
 import hashlib
-import os
+import json
 from pathlib import Path
 from typing import Any, Callable
 
-from schedlab.config import ROOT
+from schedlab.config import ROOT, ConfigError
 
+from .. import workloads as shared_workloads
 from .base import RunFailed, RunResult, Testbed
 
-# workload(host, build, booted_info, study, point, seed) -> RunResult
+# an injected workload(host, build, booted_info, study, point, seed) -> RunResult
 LabWorkload = Callable[..., RunResult]
 
 DEFAULTS: dict[str, Any] = {
     "scheduler": "credit",        # the studies are about credit1 (Xen >= 4.12 defaults to credit2)
     "reboot": "if-needed",        # or "always": reboot before every run
+    **shared_workloads.DEFAULTS,  # what runs in the guests (schedlab/workloads/)
 }
 
 
@@ -49,43 +53,91 @@ class LabTestbed(Testbed):
         unknown = set(overrides) - set(DEFAULTS)
         if unknown:
             raise ValueError(f"unknown lab testbed options: {sorted(unknown)}")
-        from schedlab.lab.inventory import cache_root, load_inventory
+        from schedlab.lab.builds import default_builds_dir
+        from schedlab.lab.inventory import load_inventory
         self.options = {**DEFAULTS, **overrides}
         self.inventory = load_inventory(inventory)
         self.selector = host
         self.hosts = self.inventory.resolve(host)       # fails early on an unknown host/pool
-        self.builds_dir = Path(builds_dir or os.environ.get("SCHEDLAB_LAB_BUILDS") or cache_root() / "builds" / "lab")
+        self.builds_dir = Path(builds_dir) if builds_dir else default_builds_dir()
         self.workloads = dict(workloads or {})
         self.verifier = verifier
         self.log = log or (lambda msg: None)
         self._driver = None
+        self._domains = None          # schedlab.workloads.xl.Domains of the current boot
+        self._domains_key = None
+
+    # -- options ---------------------------------------------------------------------------
+    def config(self, study: dict) -> dict:
+        """This testbed's options for a study: DEFAULTS < constructor < testbeds.lab.options
+        (and the study's workload.weights, as on the qemu testbed)."""
+        cfg = dict(self.options)
+        over = (((study.get("testbeds") or {}).get("lab") or {}).get("options") or {})
+        unknown = sorted(set(over) - set(DEFAULTS))
+        if unknown:
+            raise ConfigError(f"{study.get('_file', study.get('study'))}: field testbeds.lab.options: "
+                              f"unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(DEFAULTS))})")
+        for k, v in over.items():
+            cfg[k] = {**cfg[k], **v} if isinstance(cfg[k], dict) and isinstance(v, dict) else v
+        wl = study.get("workload") or {}
+        if isinstance(wl.get("weights"), dict) and "weights" not in over:
+            cfg["weights"] = {**cfg["weights"], **wl["weights"]}
+        if cfg["reboot"] not in ("if-needed", "always"):
+            raise ConfigError(f"{study.get('_file', study.get('study'))}: field testbeds.lab.options.reboot: "
+                              f"{cfg['reboot']!r} (if-needed or always)")
+        return cfg
 
     # -- builds ------------------------------------------------------------------------------
     @staticmethod
     def build_name(study: dict, variant: str) -> str:
-        v = study["variants"].get(variant)
-        if v is None:
-            raise RunFailed(f"study {study.get('study')!r} has no variant {variant!r}")
-        return f"xen-{(v.get('xen') or {}).get('patches', 'stock')}_kernel-{(v.get('kernel') or {}).get('config', 'default')}"
+        from schedlab.lab.builds import build_name
+        try:
+            return build_name(study, variant)
+        except KeyError:
+            raise RunFailed(f"study {study.get('study')!r} has no variant {variant!r}") from None
 
     def build(self, study: dict, variant: str):
-        """The variant's Build: <builds_dir>/<build name>/build.json (written by the
-        build rule), with the variant's Xen boot options and the scheduler added."""
-        from schedlab.lab.driver import Build
-        folder = self.builds_dir / self.build_name(study, variant)
-        if not (folder / "build.json").exists():
-            raise RunFailed(f"lab build {folder.name} not found ({folder}/build.json); build it first")
-        b = Build.from_dir(folder)
-        v = study["variants"][variant]
-        boot = (v.get("xen") or {}).get("boot") or {}
-        xen = " ".join(p for p in (b.xen_cmdline, f"sched={self.options['scheduler']}",
-                                   *(f"{k}={val}" for k, val in sorted(boot.items()))) if p)
-        dom0 = " ".join(p for p in (b.dom0_cmdline, (v.get("kernel") or {}).get("cmdline", "")) if p)
-        expect = {**b.expect, "xen_scheduler": self.options["scheduler"]}
-        return Build(files=b.files, xen_cmdline=xen, dom0_cmdline=dom0, expect=expect)
+        """The variant's Build: <builds_dir>/<build name>/build.json (schedlab.lab.builds),
+        with the variant's Xen boot options and the scheduler added."""
+        from schedlab.lab.builds import variant_build
+        name = self.build_name(study, variant)
+        try:
+            return variant_build(self.builds_dir, study, variant, self.config(study)["scheduler"])
+        except FileNotFoundError:
+            raise RunFailed(f"lab build {name} not found ({self.builds_dir / name}/build.json); build it first: "
+                            f"python -m schedlab.lab.builds make --study {study.get('study')}") from None
+
+    def _builds(self, study: dict) -> dict[str, Any]:
+        out = {}
+        for variant in study["variants"]:
+            name = self.build_name(study, variant)
+            try:
+                b = self.build(study, variant)
+                meta = json.loads((self.builds_dir / name / "build.json").read_text())
+                out[variant] = {"name": name, "build_id": b.build_id, "expect": b.expect,
+                                "xen_cmdline": b.xen_cmdline, "dom0_cmdline": b.dom0_cmdline,
+                                "sha256": b.sha256, "source": meta.get("source")}
+            except RunFailed:
+                out[variant] = {"name": name, "build_id": None, "error": "not built"}
+            except (OSError, ValueError) as e:
+                out[variant] = {"name": name, "build_id": None, "error": f"unreadable build: {type(e).__name__}"}
+        return out
+
+    # -- the host --------------------------------------------------------------------------------
+    def _reserve(self):
+        from schedlab.lab.driver import pick_host
+        if self._driver is None:
+            self._driver = pick_host(self.inventory, self.selector, log=self.log)
+            if self.verifier is not None:
+                self._driver.verifier = self.verifier
+            self._domains = self._domains_key = None
+        return self._driver
 
     # -- Testbed interface --------------------------------------------------------------------
-    def describe(self) -> dict[str, Any]:
+    def describe(self, study: dict | None = None) -> dict[str, Any]:
+        """Provenance: the inventory (file, hash, the selector's host entries without
+        secrets) and, for a study, the options, its builds and the host reserved for it
+        (reserving it: a run follows)."""
         inv = self.inventory.path
         d = {"testbed": "lab",
              "inventory": str(inv.relative_to(ROOT) if inv.is_relative_to(ROOT) else inv),
@@ -93,8 +145,14 @@ class LabTestbed(Testbed):
              "selector": self.selector,
              "hosts": [h.public() for h in self.hosts],
              "options": dict(self.options)}
+        if study is not None:
+            d["options"] = self.config(study)
+            d["builds_dir"] = _cache_rel(self.builds_dir)
+            d["builds"] = self._builds(study)
+            self._reserve()
         if self._driver is not None:
             d["reserved_host"] = self._driver.spec.name
+            d["host"] = self._driver.spec.public()
             if self._driver.booted:
                 d["booted"] = {k: self._driver.booted.get(k) for k in
                                ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")}
@@ -106,34 +164,57 @@ class LabTestbed(Testbed):
         except RunFailed:
             return f"unbuilt:{self.build_name(study, variant)}"
 
-    def run_once(self, study: dict, variant: str, point: dict, seed: int) -> RunResult:
-        from schedlab.lab.driver import HostQuarantined, pick_host
+    def _workload(self, study: dict, point: dict, seed: int):
+        """(host, build, booted) -> RunResult for the study's workload kind."""
         kind = (study.get("workload") or {}).get("kind")
-        workload = self.workloads.get(kind)
-        if workload is None:
-            raise RunFailed(f"lab testbed: no workload for kind {kind!r} yet "
-                            f"(available: {', '.join(self.workloads) or 'none'})")
-        build = self.build(study, variant)
-        if self._driver is None:
-            self._driver = pick_host(self.inventory, self.selector, log=self.log)
-            if self.verifier is not None:
-                self._driver.verifier = self.verifier
+        if kind in self.workloads:
+            injected = self.workloads[kind]
+            return lambda h, b, info: injected(h, b, info, study, point, seed)
+        run = shared_workloads.get(kind)           # RunFailed naming the kinds there are
+        opts = self.config(study)
         driver = self._driver
+
+        def workload(h, b, info):
+            from schedlab.workloads.xl import Domains
+            key = (id(h), driver.boot_id)
+            if self._domains is None or self._domains_key != key:
+                self._domains, self._domains_key = Domains(h), key   # a new boot has no guests of ours
+            return run(h, self._domains, opts, point, seed, info)
+        return workload
+
+    def run_once(self, study: dict, variant: str, point: dict, seed: int) -> RunResult:
+        from schedlab.lab.driver import HostQuarantined
+        build = self.build(study, variant)
+        opts = self.config(study)
+        driver = self._reserve()
+        workload = self._workload(study, point, seed)
         try:
-            return driver.run(build, lambda h, b, info: workload(h, b, info, study, point, seed),
-                              reboot=self.options["reboot"])
+            res = driver.run(build, workload, reboot=opts["reboot"])
         except HostQuarantined:
             # out of the pool: the next attempt picks another host of it
             self.close()
             raise
+        res.counters["lab_build"] = {"name": self.build_name(study, variant), "build_id": build.build_id,
+                                     "expect": build.expect}
+        return res
 
     def close(self) -> None:
         if self._driver is not None:
             self._driver.release()
             self._driver = None
+        self._domains = self._domains_key = None
 
     def __del__(self):
         try:
             self.close()
         except Exception:
             pass
+
+
+def _cache_rel(p: Path) -> str:
+    """$SCHEDLAB_CACHE/... for a folder in the cache (records name no path of this machine)."""
+    from schedlab.lab.inventory import cache_root
+    try:
+        return "$SCHEDLAB_CACHE/" + str(Path(p).resolve().relative_to(cache_root().resolve()))
+    except ValueError:
+        return str(p)

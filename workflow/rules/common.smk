@@ -68,6 +68,8 @@ def run_inputs(wc):
         inputs += [f"build/kernel/{c}.json" for c in kconfigs]
         if (STUDIES[wc.study].get("workload") or {}).get("where") == "native":
             inputs += ["build/qemu/native-image.json", "schedlab/testbeds/qemu_native.py"]
+    elif wc.testbed == "lab":
+        inputs += [f"build/lab/builds-{wc.study}.json", "schedlab/testbeds/lab.py"]
     return inputs
 
 
@@ -91,15 +93,38 @@ def shipped_records(study, testbed):
     return out
 
 
+def shipped_complete(study, testbed):
+    """Whether the records on disk give every (variant, point) of the study at least
+    two measured runs (what a comparison needs); names the first cell that lacks them."""
+    want = {definition_hash(study, testbed, v, pid): f"{v}/{pid}" for v in STUDIES[study]["variants"]
+            for pid in study_points(study, testbed)}
+    n = dict.fromkeys(want, 0)
+    for path in shipped_records(study, testbed):
+        try:
+            rec = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            return True, ""    # let `schedlab dataset` name the broken file
+        if rec.get("status") == "ok" and not rec.get("warmup") and rec.get("definition_hash") in n:
+            n[rec["definition_hash"]] += 1
+    short = [want[h] for h, k in n.items() if k < 2]
+    return (not short, short[0] if short else "")
+
+
 def _pairs():
     pairs = []
     for tb in REPORTED:
         for s in studies_on(tb):
-            if tb in MEASURE or shipped_records(s, tb):
+            if tb in MEASURE:
+                pairs.append((s, tb))
+                continue
+            ok, short = shipped_complete(s, tb) if shipped_records(s, tb) else (False, "")
+            if ok:
                 pairs.append((s, tb))
             else:
-                print(f"schedlab: {s} on {tb}: not measured in this build and no shipped records for the "
-                      f"current study definition; the paper omits it", file=sys.stderr)
+                why = f"{short} has fewer than 2 measured runs" if short else "no records"
+                print(f"schedlab: {s} on {tb}: not measured in this build and the shipped records of "
+                      f"data/raw/{tb} are incomplete for the current study definition ({why}); "
+                      f"the paper omits it", file=sys.stderr)
     return pairs
 
 

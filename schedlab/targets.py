@@ -126,8 +126,40 @@ class LocalTarget:
         return tempfile.mkdtemp(prefix="schedlab-pack-", dir=self.tmp_root)
 
 
-def get(spec: str) -> LocalTarget:
-    """A target from its command-line name (only `local` for now)."""
+TARGET_SPECS = ("local", "ssh:[USER@]HOST[:PORT]", "qemu-native:CONFIG[:CMDLINE]")
+
+
+def get(spec: str, *, identity: str | None = None, known_hosts: str | None = None,
+        host_key_alias: str | None = None, build: bool = False, log=None):
+    """A target from its command-line name:
+
+    local                          this machine (LocalTarget)
+    ssh:[USER@]HOST[:PORT]         a machine over ssh (schedlab.host.Host: BatchMode, strict host
+                                   keys; identity/known_hosts/host_key_alias as given, else ssh's
+                                   defaults); records go to testbed "lab"
+    qemu-native:CONFIG[:CMDLINE]   boots the kernel built from config/kernel/CONFIG.config
+                                   (schedlab.build.kernel, cached) natively under QEMU on the native
+                                   image (schedlab.testbeds.native_images) with CMDLINE appended
+                                   (e.g. nopvspin); records go to testbed "qemu". build=True builds
+                                   a missing kernel or image first. The caller must close() it
+                                   (kills QEMU).
+
+    Targets that hold something (a VM, an ssh master) have close()."""
     if spec == "local":
         return LocalTarget()
-    raise ValueError(f"--target {spec!r}: unknown target (known: local)")
+    kind, sep, rest = spec.partition(":")
+    if kind == "ssh" and sep and rest:
+        from schedlab.host import Host
+        user, at, hostport = rest.rpartition("@")
+        host, colon, port = hostport.partition(":")
+        if not host or (colon and not port.isdigit()):
+            raise ValueError(f"--target {spec!r}: expected ssh:[USER@]HOST[:PORT]")
+        h = Host(host, user=user if at else "root", port=int(port) if colon else 22, identity=identity,
+                 known_hosts=known_hosts, host_key_alias=host_key_alias, multiplex=True)
+        h.testbed = "lab"
+        return h
+    if kind == "qemu-native" and sep and rest:
+        from schedlab.testbeds.qemu_native import NativeTarget
+        config, _, cmdline = rest.partition(":")
+        return NativeTarget(config, cmdline, build=build, log=log)
+    raise ValueError(f"--target {spec!r}: unknown target (known: {', '.join(TARGET_SPECS)})")

@@ -1,13 +1,22 @@
-"""End-to-end test of the qemu testbed: boot Xen + dom0 under QEMU, run one short S1 point.
+"""End-to-end tests of the qemu testbed: boot Xen + dom0 under QEMU, run one short S1
+point, one short S0 (lockwork) and S2 (lockstorm) run, and a study run whose QEMU is
+killed in the middle of a measurement.
 
-Slow (boot under TCG ~2 min, guest starts ~1-2 min; budget 10 min). Runs only when
-SCHEDLAB_QEMU_TESTS=1, or when the images are already cached (then no root is needed);
-with SCHEDLAB_QEMU_TESTS=1 and no cache it builds them first (root, debootstrap, network).
+Slow (boot under TCG ~1-2 min, guest starts ~1-3 min; each test that boots: 5-12 min).
+Runs only when SCHEDLAB_QEMU_TESTS=1, or when the images are already cached (then no root
+is needed); with SCHEDLAB_QEMU_TESTS=1 and no cache it builds them first (root,
+debootstrap, network). At most one QEMU runs at a time: each booting test closes the
+shared testbed first.
 """
 from __future__ import annotations
 
+import copy
+import datetime as dt
 import os
 import shutil
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +84,121 @@ def test_unbuilt_patch_series_fails_cleanly(testbed, s1):
     with pytest.raises(RunFailed, match="not built"):
         testbed.run_once(s1, "bug", {"mode": "alone"}, seed=1)
     assert testbed.build_id(s1, "bug") != testbed.build_id(s1, "fixed")
+
+
+def _tiny_s2(runs: int = 2) -> dict:
+    """S2 cut down to one variant, one point, `runs` runs, no warm-up, short measurements."""
+    from schedlab import config
+    study = copy.deepcopy(config.load_study("s2"))
+    study["variants"] = {"pv": study["variants"]["pv"]}
+    study["baseline"] = "pv"
+    study["testbeds"]["qemu"] = {"axes": {"overcommit": [1]}, "runs": runs, "warmup": 0, "retries": 2,
+                                 "options": {"storm_duration_s": 6, "lock_vms_booted": 1}}
+    return study
+
+
+@needs_qemu
+def test_s2_lockstorm_end_to_end(testbed):
+    """S2 virtualised, overcommit 2, both variants in one boot each: the guests report the
+    spinlock kind the boot option asks for, and both metrics come back."""
+    from schedlab import config
+    from schedlab.testbeds.qemu import QemuTestbed
+    testbed.close()                                     # one QEMU at a time
+    s2 = copy.deepcopy(config.load_study("s2"))
+    s2["testbeds"]["qemu"]["options"]["storm_duration_s"] = 4
+    tb = QemuTestbed(build=FORCED)
+    try:
+        for variant, pv in (("ticket", 0), ("pv", 1)):
+            r = tb.run_once(s2, variant, {"overcommit": 2}, seed=1)
+            assert r.metrics["ops_per_s"] > 0 and r.metrics["wait_p99_us"] > 0
+            assert set(r.counters["per_vm"]) == {"lock1", "lock2"}
+            assert all(v["pvspin"] == pv and v["flavour"] == "kernel" for v in r.counters["per_vm"].values())
+            assert r.counters["cpu_seconds"]["lock1"] > 0
+    finally:
+        tb.close()
+
+
+@needs_qemu
+def test_s0_lockwork_end_to_end(testbed):
+    """S0 virtualised, variant yield (stock Xen, our source build as s0.yaml says), 2 VMs
+    of the 3 booted, one small fixed build each."""
+    from schedlab import config
+    from schedlab.testbeds.qemu import QemuTestbed
+    testbed.close()
+    s0 = copy.deepcopy(config.load_study("s0"))
+    s0["testbeds"]["qemu"]["options"]["lock_ops"] = 2000
+    tb = QemuTestbed(build=FORCED)
+    try:
+        r = tb.run_once(s0, "yield", {"vms": 2}, seed=1)
+        assert len(r.samples["time_s"]) == 2 and all(t > 0 for t in r.samples["time_s"])
+        assert r.metrics["throughput"] == pytest.approx(sum(100000 / t for t in r.samples["time_s"]), rel=1e-3)
+        assert set(r.counters["per_vm"]) == {"lock1", "lock2"} and r.counters["vms_booted"] == 3
+        assert all(v["ops"] == 2000 and v["flavour"] == "spin-yield" for v in r.counters["per_vm"].values())
+        assert r.counters["xen"]["patches"] == "stock" and r.counters["xen"]["source"] == "debian-source"
+    finally:
+        tb.close()
+
+
+@needs_qemu
+def test_qemu_killed_mid_run(testbed, tmp_path, monkeypatch):
+    """A study run whose QEMU is SIGKILLed while the first run measures: that run leaves a
+    failure record (with the serial log's tail), the host is booted again, the remaining
+    runs complete, and every completed record stays (a second run_study reuses them all)."""
+    from schedlab import store
+    from schedlab.run import run_study
+    from schedlab.testbeds.qemu import QemuTestbed
+    from schedlab.workloads import xl
+    testbed.close()
+    study = _tiny_s2(runs=2)
+    measuring = threading.Event()
+    orig = xl.Domains.console_send
+
+    def send(self, ttys, line):          # the trigger that starts a measurement in the guests
+        orig(self, ttys, line)
+        measuring.set()
+    monkeypatch.setattr(xl.Domains, "console_send", send)
+    tb = QemuTestbed(build=FORCED)
+    out: dict = {}
+
+    def work():
+        try:
+            out["entries"] = run_study(study, "qemu", tmp_path, 7, tb, log=open(os.devnull, "w"))
+        except BaseException as e:       # noqa: BLE001 - reported by the main thread
+            out["error"] = e
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    try:
+        assert measuring.wait(1200), "the first run never started measuring"
+        time.sleep(2)
+        vm = tb._vm
+        killed_dir = vm.workdir.name
+        os.kill(vm.proc.pid, signal.SIGKILL)
+        t_kill = time.time()
+        t.join(1800)
+        assert not t.is_alive(), "run_study did not finish"
+    finally:
+        tb.close()
+    assert "error" not in out, out.get("error")
+    folder = store.raw_dir(tmp_path, "qemu", "s2")
+    paths = sorted(folder.glob("*.json"))
+    recs = [store.read_record(p) for p in paths]
+    for p, r in zip(paths, recs):
+        assert store.check_record(p, r) == []
+    killed = [r for r in recs if r["status"] == "failed" and "QEMU exited" in r["error"]]
+    ok = sorted((r for r in recs if r["status"] == "ok"), key=lambda r: r["repetition"])
+    assert len(killed) == 1 and killed[0]["repetition"] == 0
+    log = killed[0]["log"]
+    assert "==> qemu.out <==" in log and ("schedlab-init" in log or "(XEN)" in log or "[ " in log)
+    # the dead QEMU was noticed at once, not after a timeout
+    finished = dt.datetime.fromisoformat(killed[0]["finished"]).timestamp()
+    assert finished - t_kill < 60, f"failure recorded {finished - t_kill:.0f}s after the kill"
+    assert [r["repetition"] for r in ok] == [0, 1] and ok[0]["attempt"] == killed[0]["attempt"] + 1
+    assert all(r["counters"]["boot"]["run_dir"] != killed_dir for r in ok)
+    assert ok[0]["counters"]["boot"]["run_dir"] == ok[1]["counters"]["boot"]["run_dir"]
+    assert all(r["metrics"]["ops_per_s"] > 0 for r in ok)
+    # resuming finds everything: nothing runs again, no QEMU starts
+    tb2 = QemuTestbed(build=False)
+    again = run_study(study, "qemu", tmp_path, 7, tb2, log=open(os.devnull, "w"))
+    assert tb2._vm is None
+    assert sorted(r["run_id"] for rs in again.values() for r in rs) == sorted(r["run_id"] for r in ok)
+    assert sorted(folder.glob("*.json")) == paths

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from schedlab.config import ConfigError
-from schedlab.testbeds.base import RunFailed, RunResult
+from schedlab.testbeds.base import RunResult
 from schedlab.testbeds.sim import SimTestbed
 
 REPO = Path(__file__).resolve().parents[1]

@@ -3,10 +3,18 @@
     python -m schedlab.packs list
     python -m schedlab.packs debs [PACK...]
     python -m schedlab.packs run PACK [--param KEY=VALUE]... [--reps N] [--warmup N]
-                                      [--out DIR] [--target local] [--seed N] [--variant NAME]
+                                      [--out DIR] [--target TARGET] [--seed N] [--variant NAME]
+
+Targets: local (default); ssh:[USER@]HOST[:PORT] (with --identity, --known-hosts,
+--host-key-alias); qemu-native:CONFIG[:CMDLINE] boots the kernel built from
+config/kernel/CONFIG.config natively under QEMU on the native image and runs the pack in it
+over ssh (e.g. --target qemu-native:pvspin-y or qemu-native:pvspin-y:nopvspin; --build
+builds a missing kernel or image first). Records go to OUT/raw/<testbed>/pack-NAME with
+testbed local, lab (ssh) or qemu (qemu-native).
 
 Exit status: 0 ok, 2 bad usage or parameter, 3 a benchmark printed output that
-does not parse (no record written for it), 1 any other failure.
+does not parse (no record written for it), 1 any other failure (a failed command on
+the target, ssh or the VM failing: the message says which).
 """
 from __future__ import annotations
 
@@ -15,7 +23,10 @@ import sys
 
 from schedlab import config, packs, store, targets
 from schedlab.packs import runner
+from schedlab.build.kernel import KernelBuildError
+from schedlab.host import HostError
 from schedlab.packs.base import PackError, PackOutputError
+from schedlab.testbeds.base import RunFailed
 
 
 def _params(items: list[str]) -> dict:
@@ -40,8 +51,14 @@ def main(argv=None) -> int:
     r.add_argument("--reps", type=int, default=5)
     r.add_argument("--warmup", type=int, default=1)
     r.add_argument("--out", default=str(config.ROOT / "data"),
-                   help="data directory; records go to OUT/raw/local/pack-NAME (default: %(default)s)")
-    r.add_argument("--target", default="local", help="where to run (only 'local' for now)")
+                   help="data directory; records go to OUT/raw/TESTBED/pack-NAME (default: %(default)s)")
+    r.add_argument("--target", default="local",
+                   help="where to run: local, ssh:[USER@]HOST[:PORT], qemu-native:CONFIG[:CMDLINE] (default: local)")
+    r.add_argument("--identity", help="ssh target: private key file")
+    r.add_argument("--known-hosts", help="ssh target: known_hosts file (strict host-key checking)")
+    r.add_argument("--host-key-alias", help="ssh target: name of the host key in known_hosts")
+    r.add_argument("--build", action="store_true",
+                   help="qemu-native target: build a missing kernel or native image first (root, slow)")
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--variant", default="default", help="variant name in the records (e.g. the kernel)")
     args = ap.parse_args(argv)
@@ -60,20 +77,38 @@ def main(argv=None) -> int:
             print(" ".join(packs.debs(args.packs or None)))
             return 0
         try:
-            target = targets.get(args.target)
+            target = targets.get(args.target, identity=args.identity, known_hosts=args.known_hosts,
+                                 host_key_alias=args.host_key_alias, build=args.build,
+                                 log=lambda m: print(m, file=sys.stderr, flush=True))
         except ValueError as e:
             raise PackError(str(e)) from None
-        paths = runner.run_pack(args.pack, _params(args.param), target, args.reps, args.warmup,
-                                      args.out, args.seed, variant=args.variant)
+        except FileNotFoundError as e:
+            print(f"error: {e} (build it, or pass --build)", file=sys.stderr)
+            return 1
+        try:
+            paths = runner.run_pack(args.pack, _params(args.param), target, args.reps, args.warmup,
+                                    args.out, args.seed, variant=args.variant)
+        finally:
+            close = getattr(target, "close", None)
+            if close:
+                close()
         for p in paths:
             print(p)
         return 0
     except PackOutputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
-    except PackError as e:
+    except (PackError, KernelBuildError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except HostError as e:
+        print(f"error: on target {args.target}: {e}", file=sys.stderr)
+        return 1
+    except RunFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        if e.log:
+            print(e.log[-3000:], file=sys.stderr)
+        return 1
     except (store.RecordError, targets.TargetError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -4,7 +4,8 @@ Records have the format of schedlab.run (schedlab-run/1, validated by
 workflow/schemas/record.schema.json, written once by schedlab.store):
 
     study       pack-<name>
-    testbed     "local" for LocalTarget runs (else the testbed's name)
+    testbed     "local" for LocalTarget runs, "qemu" on a natively booted qemu
+                guest (--target qemu-native:CONFIG), "lab" on an ssh host
     variant     --variant (default "default"; S2 names kernels here)
     point       every resolved parameter, with the sweep parameter's one value
     point_id    <sweep>-<value> (e.g. clients-4), or "default"
@@ -35,9 +36,12 @@ LOG_LIMIT = 20000
 
 
 def run_pack(pack_name: str, params: dict, target, reps: int, warmup: int, out_dir, seed: int,
-             variant: str = "default", testbed: str = "local", log=sys.stderr) -> list[Path]:
+             variant: str = "default", testbed: str | None = None, log=sys.stderr) -> list[Path]:
     """Run pack_name with params on target: warmup + reps rounds over the sweep.
-    Returns the paths of the records (new and reused), in run order."""
+    Returns the paths of the records (new and reused), in run order. testbed: the records'
+    testbed (default: the target's `testbed` attribute, e.g. "qemu" for a natively booted
+    qemu guest, "lab" for an ssh host, else "local")."""
+    testbed = testbed or getattr(target, "testbed", "local")
     if reps < 1 or warmup < 0:
         raise PackError(f"--reps {reps} / --warmup {warmup}: need reps >= 1 and warmup >= 0")
     if seed < 0:

@@ -328,7 +328,8 @@ class QemuTestbed(Testbed):
             res.counters["qemu"] = {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "xen_build")}
             res.counters["host_loadavg"] = os.getloadavg()   # this machine's load: TCG speed depends on it
             return res
-        except (HostError, RunFailed, ValueError, KeyError, json.JSONDecodeError) as e:
+        except (HostError, RunFailed, ValueError, KeyError, json.JSONDecodeError, OSError,
+                subprocess.SubprocessError) as e:
             died = "" if vm.alive() else f"QEMU exited (status {vm.proc.returncode}) during the run; "
             log = self._fail_log(vm, e)
             self.close()

@@ -11,11 +11,15 @@ goes into the git tree):
       vmlinuz, initrd.img the dom0 kernel and its initramfs (from the same rootfs)
       guest-vmlinuz, guest-initrd.img
                           the PV guest: same Debian kernel + a busybox initramfs with
-                          iperf3/sockperf servers and a CPU loop (guest/guest-init.sh)
+                          iperf3/sockperf servers, a CPU loop and the lock benchmark
+                          module lockmod.ko (guest/guest-init.sh, guest/lockmod/)
       id_ed25519[.pub]    the client key authorised for root in dom0
       known_hosts         dom0's host key (generated at build time), as "schedlab-dom0"
       meta.json           package versions, sizes, build times
   xen-src/<key>/xen       (build_xen) Xen built from Debian's source package + patches
+  kheaders/<key>/root/    Debian's linux-headers of the guest kernel (exact version of the
+                          dom0 tree's linux-image), unpacked from the .debs (no root)
+  lockmod/<key>/lockmod.ko  guest/lockmod/ built against those headers (stripped)
 
 Each <key> is a hash of the recipe (package names, suite, the guest/ scripts, patch
 contents); the testbed's build_id is a hash of the built artifacts themselves.
@@ -50,6 +54,11 @@ DOM0_PACKAGES = [
 GUEST_MODULES = ["drivers/net/xen-netfront.ko"]
 # Binaries copied (with their shared libraries) from the dom0 rootfs into the guest initramfs.
 GUEST_BINARIES = ["/usr/bin/busybox", "/usr/bin/iperf3", "/usr/bin/sockperf"]
+# The lock benchmark (S0, S2): an out-of-tree module built from guest/lockmod/ against Debian's
+# headers of the guest kernel; in the guest initramfs outside lib/modules (guest-init.sh loads
+# everything in lib/modules at boot, this one only when dom0 starts a run).
+LOCKMOD_SOURCES = ["lockmod.c", "Kbuild", "Makefile"]
+GUEST_LOCKMOD = "lib/lockmod/lockmod.ko"
 HOST_KEY_ALIAS = "schedlab-dom0"
 
 REPO = Path(__file__).resolve().parents[2]
@@ -161,6 +170,8 @@ def dom0_key() -> str:
                                                    _chroot_libs))
     scripts["code"] = hashlib.sha256(code.encode()).hexdigest()
     scripts["initrd_modules"] = DOM0_INITRD_MODULES
+    # The guest's lock module: a changed source (or recipe) means a new image.
+    scripts["lockmod"] = lockmod_key("*", "*")
     return _key({"recipe": RECIPE_VERSION, "what": "dom0", "rootfs": rootfs_key(),
                  "guest_modules": GUEST_MODULES, "guest_binaries": GUEST_BINARIES, "scripts": scripts})
 
@@ -227,7 +238,93 @@ def _cpio_gz(src_dir: Path, out: Path, compress: bool = False) -> None:
         f.write(gzip.compress(cpio, compresslevel=6, mtime=0) if compress else cpio)
 
 
-def _build_guest_initrd(root: Path, kver: str, out: Path, log: Log | None) -> None:
+# -- the guest's lock benchmark module (guest/lockmod/) ------------------------------------------
+def kheaders_packages(kver: str) -> list[str]:
+    """Debian's packages holding the headers to build modules for kernel `kver`
+    (e.g. 6.1.0-50-amd64 -> linux-headers-6.1.0-50-amd64, linux-headers-6.1.0-50-common,
+    linux-kbuild-6.1)."""
+    abi = kver.rsplit("-", 1)[0]
+    series = ".".join(kver.split(".")[:2])
+    return [f"linux-headers-{kver}", f"linux-headers-{abi}-common", f"linux-kbuild-{series}"]
+
+
+def ensure_kheaders(kver: str, version: str, *, build: bool = True, log: Log | None = _stderr) -> Path:
+    """Debian's headers for `kver` at exactly `version` (the dom0 tree's linux-image version,
+    not apt's candidate: linux-kbuild-6.1 has newer versions in bookworm-security),
+    `apt-get download`ed and unpacked into the cache (no root, nothing installed on the
+    host). Returns the kbuild directory (…/usr/src/linux-headers-<kver>)."""
+    final = cache_root() / "kheaders" / _key({"recipe": RECIPE_VERSION, "what": "kheaders",
+                                                "kver": kver, "version": version})
+    kdir = final / "root/usr/src" / f"linux-headers-{kver}"
+    if (final / "meta.json").exists():
+        return kdir
+    if not build:
+        raise FileNotFoundError(f"kernel headers not unpacked: {final}")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=final.parent))
+    t0 = time.monotonic()
+    debs = {}
+    for pkg in kheaders_packages(kver):
+        deb, v = _apt_download(f"{pkg}={version}", tmp / "deb", log)
+        _run(["dpkg-deb", "-x", deb, tmp / "root"], log)
+        debs[pkg] = {"version": v, "sha256": sha256_file(deb)}
+    # The flavour's Makefile includes the common one by absolute path (/usr/src/...): make it
+    # relative to itself, so the unpacked tree works wherever the cache is.
+    mk = tmp / "root/usr/src" / f"linux-headers-{kver}" / "Makefile"
+    text = mk.read_text()
+    fixed = text.replace("include /usr/src/", "include $(dir $(realpath $(lastword $(MAKEFILE_LIST))))../")
+    if fixed == text:
+        raise RuntimeError(f"{mk}: no 'include /usr/src/' line to rewrite:\n{text[:500]}")
+    mk.write_text(fixed)
+    shutil.rmtree(tmp / "deb")
+    (tmp / "meta.json").write_text(json.dumps({"kver": kver, "version": version, "packages": debs,
+                                               "build_seconds": round(time.monotonic() - t0, 1)}, indent=2) + "\n")
+    _finish(tmp, final)
+    return kdir
+
+
+def lockmod_key(kver: str, version: str) -> str:
+    src = {n: hashlib.sha256((GUEST_DIR / "lockmod" / n).read_bytes()).hexdigest() for n in LOCKMOD_SOURCES}
+    import inspect
+    code = hashlib.sha256(inspect.getsource(build_lockmod).encode()).hexdigest()
+    return _key({"recipe": RECIPE_VERSION, "what": "lockmod", "kver": kver, "version": version,
+                 "sources": src, "code": code})
+
+
+def build_lockmod(kver: str, version: str, *, build: bool = True, log: Log | None = _stderr) -> Path:
+    """guest/lockmod/lockmod.ko built against Debian's headers of `kver` (`version`) with the
+    host's gcc-12 (Debian's kernels are built with it; needs gcc-12, make, libelf1), debug
+    info and build-id stripped (so it does not depend on the build path). Cached by source
+    hash; returns the .ko."""
+    final = cache_root() / "lockmod" / lockmod_key(kver, version)
+    if (final / "meta.json").exists():
+        return final / "lockmod.ko"
+    if not build:
+        raise FileNotFoundError(f"lockmod.ko not built: {final}")
+    kdir = ensure_kheaders(kver, version, log=log)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=final.parent))
+    t0 = time.monotonic()
+    src = tmp / "src"
+    src.mkdir()
+    for n in LOCKMOD_SOURCES:
+        shutil.copy(GUEST_DIR / "lockmod" / n, src / n)
+    res = _run(_nice(["make", "-C", kdir, f"M={src}", "modules"]), log)
+    warnings = [l for l in (res.stdout + res.stderr).splitlines() if "warning:" in l]
+    shutil.copy(src / "lockmod.ko", tmp / "lockmod.ko")
+    # Without debug info and the build-id note (both depend on the build directory) the .ko is
+    # the same bytes wherever it is built.
+    _run(["strip", "--strip-debug", "--remove-section=.note.gnu.build-id", tmp / "lockmod.ko"], log)
+    shutil.rmtree(src)
+    (tmp / "meta.json").write_text(json.dumps({
+        "kver": kver, "version": version, "headers": str(kdir.relative_to(cache_root())),
+        "sha256": sha256_file(tmp / "lockmod.ko"), "size_bytes": (tmp / "lockmod.ko").stat().st_size,
+        "warnings": warnings, "build_seconds": round(time.monotonic() - t0, 1)}, indent=2) + "\n")
+    return _finish(tmp, final) / "lockmod.ko"
+
+
+def _build_guest_initrd(root: Path, kver: str, out: Path, log: Log | None,
+                        lockmod: Path | None = None) -> None:
     with tempfile.TemporaryDirectory(dir=out.parent) as d:
         stage = Path(d)
         for sub in ("bin", "sbin", "proc", "sys", "dev", "tmp", "lib/modules", "etc"):
@@ -254,6 +351,9 @@ def _build_guest_initrd(root: Path, kver: str, out: Path, log: Log | None) -> No
             else:
                 data = found.read_bytes()
             (stage / "lib/modules" / Path(mod).name.split(".ko")[0]).with_suffix(".ko").write_bytes(data)
+        if lockmod is not None:
+            (stage / GUEST_LOCKMOD).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(lockmod, stage / GUEST_LOCKMOD)
         shutil.copy(GUEST_DIR / "guest-init.sh", stage / "init")
         os.chmod(stage / "init", 0o755)
         (stage / "etc/passwd").write_text("root:x:0:0:root:/:/bin/sh\n")
@@ -372,9 +472,15 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
         f.write('\n# schedlab: dom0 memory is fixed on the Xen command line\nautoballoon="off"\n')
     # dom0's initramfs: busybox + the modules for mounting /dev/vda (guest/dom0-initramfs-init.sh).
     _build_dom0_initrd(root, kver, tmp / "initrd.img")
-    # The PV guest: same kernel, busybox initramfs.
+    # The PV guest: same kernel, busybox initramfs (+ lockmod.ko, built against the headers of
+    # exactly this kernel package version).
     shutil.copy(tmp / "vmlinuz", tmp / "guest-vmlinuz")
-    _build_guest_initrd(root, kver, tmp / "guest-initrd.img", log)
+    kpkg_version = _run(["dpkg-query", "--admindir", root / "var/lib/dpkg", "-W", "-f", "${Version}",
+                         f"linux-image-{kver}"]).stdout.strip()
+    t_mod = time.monotonic()
+    lockmod = build_lockmod(kver, kpkg_version, log=log)
+    times["lockmod"] = round(time.monotonic() - t_mod, 1)
+    _build_guest_initrd(root, kver, tmp / "guest-initrd.img", log, lockmod)
     gdir = root / "var/lib/schedlab/guest"
     gdir.mkdir(parents=True, exist_ok=True)
     shutil.copy(tmp / "guest-vmlinuz", gdir / "vmlinuz")
@@ -399,6 +505,7 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
                                               "busybox", "iperf3", "sockperf"]},
         "sha256": {n: sha256_file(tmp / n) for n in ("vmlinuz", "initrd.img", "guest-vmlinuz",
                                                      "guest-initrd.img", "packages.txt")},
+        "lockmod": json.loads((lockmod.parent / "meta.json").read_text()),
         "sizes_bytes": {"rootfs_tree": used, "disk.img": img.stat().st_size,
                         "disk.img_allocated": img.stat().st_blocks * 512,
                         **{n: (tmp / n).stat().st_size for n in ("vmlinuz", "initrd.img", "guest-initrd.img")}},
@@ -537,7 +644,8 @@ def images_cached() -> bool:
 def main(argv: list[str] | None = None) -> int:
     import argparse
     ap = argparse.ArgumentParser(description="Build (or locate) the qemu testbed's cached images.")
-    ap.add_argument("what", nargs="?", default="all", choices=["all", "xen", "rootfs", "dom0", "xen-src", "paths"])
+    ap.add_argument("what", nargs="?", default="all",
+                    choices=["all", "xen", "rootfs", "dom0", "xen-src", "lockmod", "paths"])
     ap.add_argument("--patches", default="stock", help="patch series for xen-src")
     a = ap.parse_args(argv)
     if a.what == "xen":
@@ -548,6 +656,12 @@ def main(argv: list[str] | None = None) -> int:
         print(ensure_dom0())
     elif a.what == "xen-src":
         print(build_xen(a.patches))
+    elif a.what == "lockmod":
+        base = ensure_rootfs()
+        kver = sorted(p.name for p in (base / "rootfs/lib/modules").iterdir())[-1]
+        version = _run(["dpkg-query", "--admindir", base / "rootfs/var/lib/dpkg", "-W", "-f", "${Version}",
+                        f"linux-image-{kver}"]).stdout.strip()
+        print(build_lockmod(kver, version))
     elif a.what == "paths":
         print(json.dumps({"xen": str(cache_root() / "xen" / "<key of version>"),
                           "rootfs": str(cache_root() / "rootfs" / rootfs_key()),

@@ -13,10 +13,13 @@ console, which xenconsoled logs to /var/log/xen/console/guest-<name>.log in dom0
 from __future__ import annotations
 
 import hashlib
-import shlex
+import os
+import re
+import select
+import subprocess
 import time
 
-from ..host import Host
+from ..host import Host, HostError
 from ..testbeds.base import RunFailed
 
 GUEST_DIR_IN_DOM0 = "/var/lib/schedlab/guest"
@@ -76,8 +79,9 @@ class Domains:
     def ensure_many(self, guests: dict[str, str], timeout: float,
                     ready: str = "SCHEDLAB-GUEST-READY") -> dict[str, float]:
         """Like `ensure` for several guests, but the ones that need (re)creating boot
-        concurrently: `xl create` each, then wait for all READY lines. Returns
-        {name: seconds from the first xl create to its READY line (0.0 if reused)}."""
+        concurrently: `xl create` each (each within `timeout`), then wait up to `timeout`
+        more for all READY lines. Returns {name: seconds from the first xl create to the
+        last READY line (0.0 if reused)}; `create_seconds` has each xl create's time."""
         doms = self.list()
         start: dict[str, float] = {}
         todo = []
@@ -96,16 +100,18 @@ class Domains:
         if not todo:
             return start
         t0 = time.monotonic()
+        self.create_seconds = {}
         for name in todo:
             self.host.put_bytes(guests[name].encode(), f"/tmp/{name}.cfg")
             self.host.run(["sh", "-c", ': > "$1"', "_", self.console_log(name)], timeout=30, check=False)
+            t1 = time.monotonic()
             self.host.run(["xl", "create", f"/tmp/{name}.cfg"], timeout=timeout)
+            self.create_seconds[name] = round(time.monotonic() - t1, 1)
         # One waiting loop in dom0 for all of them; it prints each guest's name when ready.
         script = ('m=$1; shift; left="$*"; while [ -n "$left" ]; do n=""; for g in $left; do '
                   'if grep -q "$m" /var/log/xen/console/guest-$g.log 2>/dev/null; then echo "$g"; '
-                  'else n="$n $g"; fi; done; left=$n; [ -n "$left" ] && sleep 0.5; done')
-        left = max(1.0, timeout - (time.monotonic() - t0))
-        self.host.run(["timeout", str(int(left)), "sh", "-c", script, "_", ready, *todo], timeout=left + 30)
+                  'else n="$n $g"; fi; done; left=$n; if [ -n "$left" ]; then sleep 0.5; fi; done')
+        self.host.run(["timeout", str(int(timeout)), "sh", "-c", script, "_", ready, *todo], timeout=timeout + 30)
         secs = time.monotonic() - t0
         for name in todo:
             self.created[name] = hashlib.sha256(guests[name].encode()).hexdigest()
@@ -116,59 +122,31 @@ class Domains:
     def console_log(name: str) -> str:
         return f"/var/log/xen/console/guest-{name}.log"
 
-    def console_send(self, names: list[str], line: str) -> None:
-        """Write `line` (+ newline) into the consoles of `names`, one right after the other
-        in a single dom0 shell (so the guests get it within milliseconds of each other).
-        The console pty of each guest is looked up in xenstore first."""
-        if "\n" in line or "'" in line:
-            raise ValueError("console line must be one line without quotes")
-        script = ('l=$1; shift; ttys=""; for g in "$@"; do id=$(xl domid "$g") || exit 3; '
-                  't=$(xenstore-read /local/domain/$id/console/tty) || exit 4; ttys="$ttys $t"; done; '
-                  'for t in $ttys; do printf "%s\n" "$l" > "$t" || exit 5; done')
-        self.host.run(["sh", "-c", script, "_", line, *names], timeout=60)
+    def console_ttys(self, names: list[str]) -> dict[str, str]:
+        """{name: the dom0 pty xenconsoled serves as that guest's console} (from xenstore)."""
+        script = ('for g; do id=$(xl domid "$g") || exit 3; '
+                  't=$(xenstore-read /local/domain/$id/console/tty) || exit 4; echo "$g $t"; done')
+        out = self.host.run(["sh", "-c", script, "_", *names], timeout=60).stdout
+        ttys = {l.split()[0]: l.split()[1] for l in out.splitlines() if len(l.split()) == 2}
+        bad = [n for n in names if not ttys.get(n, "").startswith("/dev/pts/")]
+        if bad:
+            raise RunFailed(f"no console pty for {', '.join(bad)}: {out[-500:]}")
+        return ttys
 
-    def log_sizes(self, names: list[str]) -> dict[str, int]:
-        """Current byte size of each guest's console log (to read only what comes after)."""
-        out = self.host.run(["sh", "-c", 'for g; do printf "%s %s\n" "$g" '
-                             '"$(stat -c %s /var/log/xen/console/guest-$g.log 2>/dev/null || echo 0)"; done',
-                             "_", *names], timeout=60).stdout
-        return {l.split()[0]: int(l.split()[1]) for l in out.splitlines() if len(l.split()) == 2}
+    def console_send(self, ttys: dict[str, str], line: str) -> None:
+        """Write `line` (+ newline) into the consoles `ttys` (from console_ttys), one right
+        after the other in a single dom0 shell with no process started in between, so the
+        guests get it within milliseconds of each other; then, 0.3 s later, an empty line
+        to each (more input: a guest that missed the first event reads both lines now)."""
+        if "\n" in line or "'" in line or "%" in line:
+            raise ValueError("console line must be one line without quotes or %")
+        script = ('l=$1; shift; for t; do printf "%s\n" "$l" > "$t" || exit 5; done; sleep 0.3; '
+                  'for t; do printf "\n" > "$t"; done')
+        self.host.run(["sh", "-c", script, "_", line, *ttys.values()], timeout=60)
 
-    def wait_lines(self, offsets: dict[str, int], marker: str, timeout: float, poll_s: float = 1.0,
-                   first_sleep_s: float = 0.0, fatal: str = "Kernel panic") -> dict[str, str]:
-        """Wait (one loop inside dom0) until every guest in `offsets` has printed a line
-        containing `marker` after byte `offsets[name]` of its console log; return
-        {name: that line}. Stops early (RunFailed) when a guest's new console output
-        contains `fatal`. The loop sleeps `first_sleep_s` first, then polls every `poll_s`
-        (dom0's vCPU shares the pCPUs with the guests being measured: poll rarely)."""
-        names = list(offsets)
-        script = ('m=$1; f=$2; p=$3; s=$4; shift 4; sleep "$s"; '
-                  'while :; do done=0; n=0; for a in "$@"; do g=${a%%=*}; o=${a#*=}; n=$((n+1)); '
-                  'new=$(tail -c +$((o+1)) /var/log/xen/console/guest-$g.log 2>/dev/null); '
-                  'case "$new" in *"$f"*) echo "FATAL $g"; printf "%s\n" "$new" | tail -n 40; exit 7;; esac; '
-                  'case "$new" in *"$m"*) done=$((done+1));; esac; done; '
-                  '[ $done -eq $n ] && break; sleep "$p"; done; '
-                  'for a in "$@"; do g=${a%%=*}; o=${a#*=}; printf "%s " "$g"; '
-                  'tail -c +$((o+1)) /var/log/xen/console/guest-$g.log | grep -F "$m" | tail -n 1; done')
-        argv = ["timeout", str(int(timeout)), "sh", "-c", script, "_", marker, fatal, str(poll_s),
-                str(first_sleep_s), *[f"{n}={int(o)}" for n, o in offsets.items()]]
-        r = self.host.run(argv, timeout=timeout + 30, check=False)
-        if r.returncode == 7:
-            raise RunFailed(f"guest console shows {fatal!r}: {r.stdout[-3000:]}")
-        if r.returncode == 124:
-            raise RunFailed(f"no {marker!r} from all of {', '.join(names)} within {timeout:g}s "
-                            f"(command: {shlex.join(argv[:4])} ...)")
-        if r.returncode != 0:
-            raise RunFailed(f"waiting for {marker!r} failed (exit {r.returncode}): {r.stderr[-2000:]}")
-        lines = {}
-        for l in r.stdout.splitlines():
-            name, _, rest = l.partition(" ")
-            if name in offsets and marker in rest:
-                lines[name] = rest.strip("\r\n ")
-        missing = [n for n in names if n not in lines]
-        if missing:
-            raise RunFailed(f"no {marker!r} line read back from {', '.join(missing)}")
-        return lines
+    def follow_consoles(self, names: list[str], timeout: float = 120) -> "ConsoleFollower":
+        """Start streaming the new console output of `names` (see ConsoleFollower)."""
+        return ConsoleFollower(self.host, names, timeout)
 
     def ensure(self, name: str, text: str, timeout: float) -> float:
         """The guest `name` running with config `text`: reused (unpaused) if this boot
@@ -190,3 +168,117 @@ class Domains:
         self.host.run(["xl", "pause", name], timeout=60)
         if "p" not in self.list().get(name, "p"):
             raise RunFailed(f"guest {name} is not paused after xl pause")
+
+
+class ConsoleFollower:
+    """New lines of some guests' console logs, streamed to us while a measurement runs.
+
+    One ssh session runs `tail -n 0 -F` on the logs in dom0: it blocks in inotify, so dom0
+    spends no CPU while waiting (a polling loop forks grep/sleep, and fork+exec is very
+    expensive in a PV dom0 under TCG: ~35 % of a pCPU at one poll per 2 s). If dom0 goes
+    away (QEMU killed, host crashed) the ssh session ends and `wait` raises at once."""
+
+    READY = "SCHEDLAB-FOLLOW-READY"
+
+    def __init__(self, host: Host, names: list[str], timeout: float = 120):
+        self.names = list(names)
+        logs = [Domains.console_log(n) for n in names]
+        argv = host.ssh_argv(["sh", "-c", f'echo {self.READY}; exec tail -q -n 0 -F "$@"', "_", *logs])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, bufsize=0)
+        self._buf = b""
+        try:
+            self._next_line(time.monotonic() + timeout, want=self.READY)
+            time.sleep(0.5)          # tail has opened the files and reached their ends
+        except TimeoutError:
+            self.close()
+            raise HostError(f"following the guest consoles: no answer from dom0 within {timeout:g}s") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _next_line(self, deadline: float, want: str | None = None) -> str:
+        fd = self.proc.stdout.fileno()
+        while True:
+            if b"\n" in self._buf:
+                line, self._buf = self._buf.split(b"\n", 1)
+                text = line.decode(errors="replace").strip("\r ")
+                if want is None or want in text:
+                    return text
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], min(left, 5.0))
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                rc = self.proc.wait(timeout=10)
+                err = self.proc.stderr.read().decode(errors="replace")[-1500:]
+                raise HostError(f"the ssh session following the guest consoles ended (exit {rc}): {err}")
+            self._buf += chunk
+
+    def wait(self, marker: str, timeout: float, fatal: tuple[str, ...] = ("Kernel panic",),
+             started: str | None = None, nudge=None, nudge_after: float = 8.0,
+             max_nudges: int = 5) -> dict[str, str]:
+        """Until each guest has printed a line containing `marker` and `vm=<name>`; returns
+        {name: line}. RunFailed on a line with a `fatal` text or on timeout.
+
+        `started`/`nudge`: a guest that has not printed a `started` line within `nudge_after`
+        seconds gets `nudge([names])` called for it (re-send the command), up to
+        `max_nudges` times. Rarely, a line written into a guest's console pty is not seen by
+        the guest until more input arrives (seen once in ~20 commands); `nudges` counts them."""
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        lines: dict[str, str] = {}
+        seen_start: set[str] = set()
+        self.nudges: dict[str, int] = {}
+        next_nudge = t0 + nudge_after
+        while len(lines) < len(self.names):
+            now = time.monotonic()
+            if started and nudge and now >= next_nudge:
+                late = [n for n in self.names if n not in seen_start and n not in lines]
+                late = [n for n in late if self.nudges.get(n, 0) < max_nudges]
+                if late:
+                    for n in late:
+                        self.nudges[n] = self.nudges.get(n, 0) + 1
+                    nudge(late)
+                next_nudge = time.monotonic() + nudge_after
+            try:
+                wake = min(deadline, next_nudge) if started and nudge else deadline
+                line = self._next_line(wake)
+            except TimeoutError:
+                if time.monotonic() < deadline:
+                    continue
+                missing = [n for n in self.names if n not in lines]
+                raise RunFailed(f"no {marker!r} from {', '.join(missing)} within {timeout:g}s") from None
+            for f in fatal:
+                if f in line:
+                    raise RunFailed(f"a guest console shows {f!r}: {line[:500]}")
+            m = re.search(r"\bvm=(\S+)", line)
+            if not m or m.group(1) not in self.names:
+                continue
+            if started and started in line:
+                seen_start.add(m.group(1))
+            if marker in line:
+                lines[m.group(1)] = line
+        return lines
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+
+    def __enter__(self) -> "ConsoleFollower":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

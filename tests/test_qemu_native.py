@@ -1,0 +1,225 @@
+"""Kernels booted natively under QEMU (S2 native side): schedlab/testbeds/qemu_native.py,
+native_images.py, and packs run over ssh in such a guest (--target qemu-native:CONFIG).
+
+The fast tests need nothing. The boot tests (marked qemu) run when the pvspin-y kernel and
+the native image are cached, or with SCHEDLAB_QEMU_TESTS=1 (then a missing image is built;
+a missing kernel is not: building one takes 10-25 min, so the tests skip and say how).
+Budget: one boot (~30-60 s under TCG) and two short pbzip2 repetitions, ~2-4 min.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from schedlab import store
+from schedlab.build import kernel as kb
+from schedlab.host import Host, HostError
+from schedlab.packs import PackOutputError, runner
+from schedlab.packs import __main__ as cli
+from schedlab import targets
+from schedlab.testbeds import native_images as ni
+from schedlab.testbeds import qemu_native as qn
+from schedlab.testbeds.base import RunFailed
+
+REPO = Path(__file__).resolve().parents[1]
+FORCED = os.environ.get("SCHEDLAB_QEMU_TESTS") == "1"
+CONFIG = "pvspin-y"
+
+
+def _kernel():
+    try:
+        return kb.build_kernel(CONFIG, build=False, log=None)
+    except (FileNotFoundError, kb.KernelBuildError):
+        return None
+
+
+def needs_native(f):
+    f = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="qemu-system-x86_64 not installed")(f)
+    f = pytest.mark.skipif(not (FORCED or ni.image_cached()),
+                           reason="native image: set SCHEDLAB_QEMU_TESTS=1 or build it first "
+                                  "(python -m schedlab.testbeds.native_images)")(f)
+    f = pytest.mark.skipif(_kernel() is None,
+                           reason=f"kernel {CONFIG} not built (python -m schedlab.build.kernel {CONFIG}, 10-25 min)")(f)
+    return pytest.mark.qemu(f)
+
+
+@pytest.fixture(scope="module")
+def s2native():
+    return yaml.safe_load((REPO / "config/studies/s2native.yaml").read_text())
+
+
+# -- fast ------------------------------------------------------------------------------------------
+def test_cmdline_and_kernel_spec(s2native):
+    assert qn.cmdline_for("") == qn.BASE_CMDLINE
+    assert qn.cmdline_for("nopvspin").endswith(" nopvspin") and "root=/dev/vda" in qn.BASE_CMDLINE
+    assert "console=ttyS0" in qn.BASE_CMDLINE and ni.INIT_IN_IMAGE in qn.BASE_CMDLINE
+    specs = {qn.NativeRunner.kernel_spec(s2native, v) for v in s2native["variants"]}
+    # 2 kernels x booted with/without nopvspin
+    assert specs == {("pvspin-y", ""), ("pvspin-y", "nopvspin"), ("pvspin-n", ""), ("pvspin-n", "nopvspin")}
+    with pytest.raises(RunFailed, match="no variant"):
+        qn.NativeRunner.kernel_spec(s2native, "nope")
+    with pytest.raises(RunFailed, match="no kernel.config"):
+        qn.NativeRunner.kernel_spec({"study": "x", "variants": {"a": {"label": "a"}}}, "a")
+
+
+def test_every_study_variant_names_a_kernel_fragment(s2native):
+    for name, v in s2native["variants"].items():
+        assert (REPO / "config/kernel" / f"{v['kernel']['config']}.config").is_file(), name
+    # one pack per bench, each study metric maps onto a pack metric
+    for m in s2native["metrics"]:
+        bench = m["when"]["bench"]
+        assert bench in qn.PACK_METRIC and bench in s2native["workload"]["packs"]
+
+
+def test_qemu_argv(tmp_path):
+    class K:
+        name, key, bzimage = "pvspin-y", "k" * 16, tmp_path / "bzImage"
+    class I:
+        disk, identity, known_hosts = tmp_path / "disk.img", tmp_path / "id", tmp_path / "kh"
+    cfg = {"accel": "tcg,thread=multi", "cpu": "Haswell-noTSX", "smp": 2, "memory_mb": 2048}
+    vm = qn.NativeVM(K, I, qn.cmdline_for("nopvspin"), cfg, tmp_path / "run")
+    argv = vm.argv()
+    assert argv[:3] == ["nice", "-n", "10"]
+    for a, b in (("-cpu", "Haswell-noTSX"), ("-smp", "2"), ("-m", "2048"), ("-kernel", str(K.bzimage)),
+                 ("-append", qn.cmdline_for("nopvspin"))):
+        assert argv[argv.index(a) + 1] == b
+    assert any(x.startswith("user,id=n0,hostfwd=tcp:127.0.0.1:") for x in argv)
+    assert vm.host.host_key_alias == ni.HOST_KEY_ALIAS and vm.host.known_hosts == I.known_hosts
+
+
+def test_target_specs():
+    h = targets.get("ssh:bench@example.org:2222")
+    assert isinstance(h, Host) and (h.user, h.hostname, h.port) == ("bench", "example.org", 2222)
+    assert h.testbed == "lab"
+    h.close()
+    assert targets.get("ssh:example.org").user == "root"
+    for bad in ("ssh:", "ssh:host:port", "dom0", "qemu-native:"):
+        with pytest.raises(ValueError):
+            targets.get(bad)
+
+
+def test_cli_reports_ssh_failure_clearly(tmp_path, capsys):
+    # nothing listens on port 1: ssh fails; the CLI says so and exits 1 (no traceback)
+    rc = cli.main(["run", "pbzip2", "--target", "ssh:root@127.0.0.1:1", "--reps", "1", "--warmup", "0",
+                   "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "error: on target ssh:root@127.0.0.1:1" in err and "ssh failed" in err
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_cli_unknown_kernel_config(tmp_path, capsys):
+    rc = cli.main(["run", "pbzip2", "--target", "qemu-native:no-such-kernel", "--out", str(tmp_path)])
+    assert rc == 2 and "no fragment" in capsys.readouterr().err
+
+
+def test_deadline_target_caps_timeouts():
+    class H:
+        def run(self, argv, timeout=60, input=None, check=True):
+            return timeout
+    t = qn.DeadlineTarget(H(), "x")
+    assert t.run(["true"], timeout=50) == 50
+    import time
+    t.deadline = time.monotonic() + 5
+    assert t.run(["true"], timeout=7200) <= 5
+    t.deadline = time.monotonic() - 1
+    with pytest.raises(HostError):
+        t.run(["true"], timeout=10)
+
+
+def test_deadline_target_retries_ssh_that_never_started():
+    class H:
+        calls = 0
+
+        def run(self, argv, timeout=60, input=None, check=True):
+            H.calls += 1
+            if H.calls < 3:
+                raise HostError("ssh failed", subprocess.CompletedProcess(argv, 255, "",
+                                                                           "ssh: connect to host 127.0.0.1 port 1: Connection refused"))
+            return "ok"
+    assert qn.DeadlineTarget(H(), "x").run(["true"]) == "ok" and H.calls == 3
+
+    class Started:
+        def run(self, argv, timeout=60, input=None, check=True):
+            raise HostError("exit 2", subprocess.CompletedProcess(argv, 2, "", "make: *** Error 2"))
+    with pytest.raises(HostError, match="exit 2"):       # a command that ran and failed is not retried
+        qn.DeadlineTarget(Started(), "x").run(["make"])
+
+
+def test_native_image_recipe():
+    pk = ni.packages()
+    for p in ("openssh-server", "busybox", "postgresql-15", "pbzip2", "gcc", "make", "linux-source-6.1"):
+        assert p in pk
+    assert ni.image_key() == ni.image_key() and ni.rootfs_key() != ni.image_key()
+    assert ni.INIT_SCRIPT.is_file() and os.access(ni.INIT_SCRIPT, os.X_OK)
+
+
+# -- boots -----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def native_target():
+    t = qn.NativeTarget(CONFIG, build=FORCED, log=print)
+    yield t
+    t.close()
+
+
+class Garbled:
+    """The native target, but pbzip2's timed output comes back garbled (a broken tool)."""
+
+    def __init__(self, target):
+        self.target, self.name, self.testbed = target, target.name, target.testbed
+
+    def run(self, argv, timeout=60, input=None, check=True):
+        res = self.target.run(argv, timeout=timeout, input=input, check=check)
+        if "pbzip2" in argv and "-c" in argv:
+            return subprocess.CompletedProcess(argv, 0, "pbzip2: *** stack smashing detected ***\n", "")
+        return res
+
+    def put(self, local, remote):
+        self.target.put(local, remote)
+
+    def get(self, remote, local):
+        self.target.get(remote, local)
+
+    def tmpdir(self):
+        return self.target.tmpdir()
+
+
+@needs_native
+def test_native_boot_checks_what_booted(native_target):
+    info = native_target.vm.info
+    meta = _kernel().meta
+    assert info["release"] == meta["kernelrelease"] and info["version"] == meta["uts_version"]
+    assert info["config_sha256"] == meta["config_sha256"]
+    assert info["paravirt_spinlocks"] == "CONFIG_PARAVIRT_SPINLOCKS=y"
+    assert info["cmdline"] == qn.cmdline_for("") and info["cpus"] == 2
+    assert native_target.vm.boot_seconds < 300
+
+
+@needs_native
+def test_pack_over_native_target_writes_a_valid_record(native_target, tmp_path):
+    pytest.importorskip("jsonschema")
+    paths = runner.run_pack("pbzip2", {"threads": "2", "size_mb": "1"}, native_target, reps=1, warmup=0,
+                            out_dir=tmp_path, seed=3, variant=CONFIG, log=open(os.devnull, "w"))
+    assert len(paths) == 1 and paths[0].parent == tmp_path / "raw" / "qemu" / "pack-pbzip2"
+    assert store.verify(tmp_path) == {}
+    rec = json.loads(paths[0].read_text())
+    assert rec["testbed"] == "qemu" and rec["metrics"]["elapsed_s"] > 0 and rec["variant"] == CONFIG
+    assert rec["provenance"]["testbed"]["target"] == f"qemu-native:{CONFIG}"
+    assert rec["provenance"]["testbed"]["facts"]["kernel"] == _kernel().meta["kernelrelease"]
+    # the scratch directory in the guest is gone
+    assert native_target.run(["sh", "-c", "ls -d /tmp/schedlab.* 2>/dev/null | wc -l"], timeout=30).stdout.strip() == "0"
+
+
+@needs_native
+def test_malformed_output_over_native_target_names_the_run_and_writes_no_record(native_target, tmp_path):
+    with pytest.raises(PackOutputError) as e:
+        runner.run_pack("pbzip2", {"threads": "1", "size_mb": "1"}, Garbled(native_target), reps=1, warmup=0,
+                        out_dir=tmp_path, seed=4, variant=CONFIG, log=open(os.devnull, "w"))
+    assert e.value.run_id.startswith(f"{CONFIG}_threads-1_r00_") and e.value.run_id in str(e.value)
+    assert "stack smashing" in e.value.offending_text
+    assert not list(tmp_path.rglob("*.json"))

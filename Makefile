@@ -16,7 +16,7 @@ DEBS_LAB := openipmi ipmitool openssh-server openssh-client grub2-common grub-pc
 DEBS_PACKS := bc bison flex libelf-dev linux-source-6.1 pbzip2 postgresql-15 postgresql-client-15 \
 	sysbench xz-utils
 # the qemu testbed: QEMU, and what builds its dom0 image
-DEBS_QEMU := qemu-system-x86 qemu-utils debootstrap e2fsprogs cpio openssh-client
+DEBS_QEMU := qemu-system-x86 qemu-utils debootstrap e2fsprogs cpio openssh-client gcc-12 make libelf1
 DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB) $(DEBS_PACKS) $(DEBS_QEMU)
 # testbed_host=1: one job at a time drives a virtual or lab host (sim jobs need none)
 SNAKEMAKE := snakemake --cores $(JOBS) --resources testbed_host=1 --rerun-incomplete --show-failed-logs
@@ -36,7 +36,8 @@ paper: deps-paper $(VENV)/.installed
 	$(SNAKEMAKE)
 	@echo "paper: $(CURDIR)/paper/main.pdf"
 
-# SCHEDLAB_QEMU_TESTS=1: the suite boots the virtual host (building its cached images if absent)
+# SCHEDLAB_QEMU_TESTS=1: the suite boots the virtual host for one S1 run (building its cached images if
+# absent); =all adds the long ones (S0, S2, killing QEMU, native boots: ~30 min more); =0 none
 test: deps-test $(VENV)/.installed
 	SCHEDLAB_QEMU_TESTS=$${SCHEDLAB_QEMU_TESTS:-1} pytest
 

@@ -28,7 +28,7 @@ from schedlab.testbeds import qemu_native as qn
 from schedlab.testbeds.base import RunFailed
 
 REPO = Path(__file__).resolve().parents[1]
-FORCED = os.environ.get("SCHEDLAB_QEMU_TESTS") == "1"
+FORCED = os.environ.get("SCHEDLAB_QEMU_TESTS") in ("1", "all")
 CONFIG = "pvspin-y"
 
 
@@ -40,6 +40,9 @@ def _kernel():
 
 
 def needs_native(f):
+    # a native boot plus pack runs (minutes under TCG): with the long qemu tests
+    f = pytest.mark.skipif(os.environ.get("SCHEDLAB_QEMU_TESTS") != "all",
+                           reason="native boot test: set SCHEDLAB_QEMU_TESTS=all")(f)
     f = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="qemu-system-x86_64 not installed")(f)
     f = pytest.mark.skipif(not (FORCED or ni.image_cached()),
                            reason="native image: set SCHEDLAB_QEMU_TESTS=1 or build it first "

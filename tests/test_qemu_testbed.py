@@ -26,7 +26,7 @@ from schedlab.host import Host
 from schedlab.testbeds import qemu_images as qi
 
 REPO = Path(__file__).resolve().parents[1]
-FORCED = os.environ.get("SCHEDLAB_QEMU_TESTS") == "1"
+FORCED = os.environ.get("SCHEDLAB_QEMU_TESTS") in ("1", "all")
 
 
 def needs_qemu(f):
@@ -35,6 +35,14 @@ def needs_qemu(f):
     f = pytest.mark.skipif(not (FORCED or qi.images_cached()),
                            reason="qemu testbed: set SCHEDLAB_QEMU_TESTS=1 or build the images first")(f)
     return pytest.mark.qemu(f)
+
+
+def needs_qemu_all(f):
+    """The long qemu tests (S0, S2, killing QEMU; ~25 min on 2 cores): only with
+    SCHEDLAB_QEMU_TESTS=all, so `make test` stays within its budget with the S1 one."""
+    f = pytest.mark.skipif(os.environ.get("SCHEDLAB_QEMU_TESTS") != "all",
+                           reason="long qemu test: set SCHEDLAB_QEMU_TESTS=all")(f)
+    return needs_qemu(pytest.mark.slow(f))
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +105,7 @@ def _tiny_s2(runs: int = 2) -> dict:
     return study
 
 
-@needs_qemu
+@needs_qemu_all
 def test_s2_lockstorm_end_to_end(testbed):
     """S2 virtualised, overcommit 2, both variants in one boot each: the guests report the
     spinlock kind the boot option asks for, and both metrics come back."""
@@ -118,7 +126,7 @@ def test_s2_lockstorm_end_to_end(testbed):
         tb.close()
 
 
-@needs_qemu
+@needs_qemu_all
 def test_s0_lockwork_end_to_end(testbed):
     """S0 virtualised, variant yield (stock Xen, our source build as s0.yaml says), 2 VMs
     of the 3 booted, one small fixed build each."""
@@ -139,7 +147,7 @@ def test_s0_lockwork_end_to_end(testbed):
         tb.close()
 
 
-@needs_qemu
+@needs_qemu_all
 def test_qemu_killed_mid_run(testbed, tmp_path, monkeypatch):
     """A study run whose QEMU is SIGKILLed while the first run measures: that run leaves a
     failure record (with the serial log's tail), the host is booted again, the remaining

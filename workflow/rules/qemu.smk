@@ -15,6 +15,7 @@ QEMU_IMAGE_INPUTS = [
     "guest/dom0-init.sh",
     "guest/dom0-initramfs-init.sh",
     "guest/guest-init.sh",
+    *sorted(glob.glob("guest/lockmod/*")),
 ]
 
 

@@ -71,17 +71,7 @@ class LabTestbed(Testbed):
     def config(self, study: dict) -> dict:
         """This testbed's options for a study: DEFAULTS < constructor < testbeds.lab.options
         (and the study's workload.weights, as on the qemu testbed)."""
-        cfg = dict(self.options)
-        over = (((study.get("testbeds") or {}).get("lab") or {}).get("options") or {})
-        unknown = sorted(set(over) - set(DEFAULTS))
-        if unknown:
-            raise ConfigError(f"{study.get('_file', study.get('study'))}: field testbeds.lab.options: "
-                              f"unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(DEFAULTS))})")
-        for k, v in over.items():
-            cfg[k] = {**cfg[k], **v} if isinstance(cfg[k], dict) and isinstance(v, dict) else v
-        wl = study.get("workload") or {}
-        if isinstance(wl.get("weights"), dict) and "weights" not in over:
-            cfg["weights"] = {**cfg["weights"], **wl["weights"]}
+        cfg = shared_workloads.study_options("lab", self.options, DEFAULTS, study)
         if cfg["reboot"] not in ("if-needed", "always"):
             raise ConfigError(f"{study.get('_file', study.get('study'))}: field testbeds.lab.options.reboot: "
                               f"{cfg['reboot']!r} (if-needed or always)")
@@ -164,14 +154,15 @@ class LabTestbed(Testbed):
         except RunFailed:
             return f"unbuilt:{self.build_name(study, variant)}"
 
-    def _workload(self, study: dict, point: dict, seed: int):
+    def _workload(self, study: dict, point: dict, seed: int, variant: str | None = None):
         """(host, build, booted) -> RunResult for the study's workload kind."""
         kind = (study.get("workload") or {}).get("kind")
         if kind in self.workloads:
             injected = self.workloads[kind]
             return lambda h, b, info: injected(h, b, info, study, point, seed)
         run = shared_workloads.get(kind)           # RunFailed naming the kinds there are
-        opts = self.config(study)
+        # the variant's guest settings (lock flavour, guest boot options) as qemu passes them
+        opts = {**self.config(study), **(shared_workloads.variant_options(study, variant) if variant else {})}
         driver = self._driver
 
         def workload(h, b, info):
@@ -187,7 +178,7 @@ class LabTestbed(Testbed):
         build = self.build(study, variant)
         opts = self.config(study)
         driver = self._reserve()
-        workload = self._workload(study, point, seed)
+        workload = self._workload(study, point, seed, variant)
         try:
             res = driver.run(build, workload, reboot=opts["reboot"])
         except HostQuarantined:

@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError
 from ..host import Host, HostError, HostTimeout, parse_kv
 from .. import workloads
 from ..workloads.xl import Domains
@@ -209,18 +208,7 @@ class QemuTestbed(Testbed):
         return self._images
 
     def config(self, study: dict) -> dict:
-        cfg = dict(self.options)
-        over = (((study.get("testbeds") or {}).get("qemu") or {}).get("options") or {})
-        unknown = sorted(set(over) - set(DEFAULTS))
-        if unknown:
-            raise ConfigError(f"{study.get('_file', study.get('study'))}: field testbeds.qemu.options: "
-                            f"unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(DEFAULTS))})")
-        for k, v in over.items():
-            cfg[k] = {**cfg[k], **v} if isinstance(cfg[k], dict) and isinstance(v, dict) else v
-        wl = study.get("workload") or {}
-        if isinstance(wl.get("weights"), dict) and "weights" not in over:
-            cfg["weights"] = {**cfg["weights"], **wl["weights"]}
-        return cfg
+        return workloads.study_options("qemu", self.options, DEFAULTS, study)
 
     @staticmethod
     def _variant(study: dict, variant: str) -> dict:

@@ -39,6 +39,25 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def study_options(testbed: str, base: dict[str, Any], known: dict[str, Any], study: dict) -> dict[str, Any]:
+    """A testbed's options for a study: `base` (its defaults and constructor arguments)
+    overridden by the study's testbeds.<testbed>.options (only keys of `known`; dicts
+    merged), and the study's workload.weights unless the options set weights."""
+    from ..config import ConfigError
+    cfg = dict(base)
+    over = (((study.get("testbeds") or {}).get(testbed) or {}).get("options") or {})
+    unknown = sorted(set(over) - set(known))
+    if unknown:
+        raise ConfigError(f"{study.get('_file', study.get('study'))}: field testbeds.{testbed}.options: "
+                          f"unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    for k, v in over.items():
+        cfg[k] = {**cfg[k], **v} if isinstance(cfg.get(k), dict) and isinstance(v, dict) else v
+    wl = study.get("workload") or {}
+    if isinstance(wl.get("weights"), dict) and "weights" not in over:
+        cfg["weights"] = {**cfg["weights"], **wl["weights"]}
+    return cfg
+
+
 def variant_options(study: dict, variant: str) -> dict[str, Any]:
     """The per-variant part of a workload's options (not testbed options: a study cannot
     set them under testbeds.<tb>.options)."""

@@ -1,0 +1,1 @@
+"""Builds of things the testbeds boot: kernels (schedlab.build.kernel)."""

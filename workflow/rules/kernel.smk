@@ -23,7 +23,7 @@ rule kernel_build:
         "build/kernel/{config}.log",
     wildcard_constraints:
         config="[a-z0-9][a-z0-9_.-]*",
-    threads: workflow.cores
+    threads: 64      # capped at --cores by Snakemake
     shell:
         "python -m schedlab.build.kernel {wildcards.config} --json -j {threads} > {output} 2> {log}"
 

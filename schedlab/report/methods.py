@@ -66,6 +66,23 @@ def power_text(study: dict, testbed: str, runs) -> str:
             f"needs at most {worst} runs per point (worst case: {esc(where)}); the study ran {ran}: {verdict}")
 
 
+# What each testbed can and cannot show: typed once here, printed under the testbed's
+# description (no numbers: those come from the records).
+TESTBED_NOTES = {
+    "qemu": (r"The qemu testbed runs the real Xen~4.17 credit1 code (built from Debian's source package with "
+             r"each variant's patch series) and real Linux~6.1 guests, but on QEMU's TCG: each vCPU of the "
+             r"emulated host is a thread of the development machine, translated, not executed. TCG has no "
+             r"caches, TLBs or memory latency of its own and no remote-memory cost between emulated NUMA nodes, "
+             r"so effects that work through cache warmth or locality (S3, S4) cannot show here; its clock "
+             r"advances with the host's time while code runs some 10--100 times slower than on hardware, so "
+             r"absolute numbers (Mbit/s, lock operations per second, benchmark seconds) are not those of a "
+             r"machine and only the directions and relative sizes of differences carry over. Each run records "
+             r"the development machine's load average; runs were made with nothing else running."),
+    "lab": (r"The lab testbed installs the same builds on hosts over SSH, reboots them through GRUB and checks "
+            r"what booted before each run."),
+}
+
+
 def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], studies_dir: Path,
              study_names: list[str], base_seed: int, measured: list[str] | None = None) -> None:
     """pairs: the (study, testbed) results the paper reports; measured: the testbeds
@@ -102,6 +119,8 @@ def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], stud
             lines.append(f"This build did not measure on the {tb} testbed: its tables are re-derived from the "
                          f"raw records shipped in \\texttt{{data/raw/{tb}}} (\\texttt{{make paper MEASURE={tb}}} "
                          "measures them again).")
+        if tb in TESTBED_NOTES:
+            lines.append(TESTBED_NOTES[tb])
         lines.append(r"\begin{itemize}")
         for s, st in studies.items():
             if (s, tb) not in pairs:

@@ -117,3 +117,31 @@ def test_dataset_rederives_the_manifest_from_records(sim_binary, tmp_path):
                  "--manifest", tmp_path / "cli.json")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "raw" / "sim" / "s1").iterdir()) == before
+
+
+def test_methods_name_what_each_variant_booted_from_its_own_records():
+    """The methods' 'Booted' line comes from each run's counters; a process-wide description
+    (older qemu records) counts only where it names the run's own build."""
+    from schedlab.report.data import booted_builds
+    xen = lambda v, p: {"xen_version": v, "patches": p, "sha256": "ab" * 32}  # noqa: E731
+    stale = {"xen_version": "4.17.5-schedlab-a99", "xen_commandline": "sched=credit"}
+    recs = [
+        {"variant": "fixed", "counters": {"xen": xen("4.17.5-schedlab-a99", "stock")},
+         "provenance": {"testbed": {"booted": stale}}},
+        {"variant": "bug", "counters": {"xen": xen("4.17.5-schedlab-2f9", "boost-bug")},
+         "provenance": {"testbed": {"booted": stale}}},          # stale: names fixed's boot
+        {"variant": "bug", "counters": {"xen": xen("4.17.5-schedlab-2f9", "boost-bug"),
+                                        "booted": {"xen_commandline": "sched=credit x"}},
+         "provenance": {"testbed": {}}},
+        {"variant": "n", "counters": {"kernel": {"kernelrelease": "6.1-k", "config": "pvspin-n",
+                                                 "config_sha256": "cd" * 32}, "cmdline": "ro nopvspin"},
+         "provenance": {"testbed": {}}},
+        {"variant": "sim", "counters": {}, "provenance": {"testbed": {}}},
+    ]
+    b = booted_builds(recs)
+    assert set(b) == {"fixed", "bug", "n"}
+    assert b["fixed"] == ["Xen 4.17.5-schedlab-a99 (patch series stock, binary sha256 abababababab), "
+                          "command line `sched=credit'"]
+    assert b["bug"] == ["Xen 4.17.5-schedlab-2f9 (patch series boost-bug, binary sha256 abababababab), "
+                        "command line `sched=credit x'"]
+    assert "nopvspin" in b["n"][0] and "pvspin-n" in b["n"][0]

@@ -78,4 +78,37 @@ def provenance_summary(data_dir: Path, testbed: str, study: str, runs: pd.DataFr
         "seeds": sorted(r["seed"] for r in recs),
         "plan_seed": recs[0]["run_order"]["plan_seed"] if recs else None,
         "n_runs": len(recs),
+        "booted": booted_builds(recs),
     }
+
+
+def booted_builds(recs: list[dict]) -> dict[str, list[str]]:
+    """Per variant, what its runs booted, from each record's counters (qemu and lab: the Xen
+    build and its command line; native runs: the kernel and its command line). Empty for the sim."""
+    out: dict[str, dict[str, set[str]]] = {}     # variant -> build -> command lines seen
+    for r in recs:
+        c = r.get("counters") or {}
+        booted = c.get("booted") or {}
+        if not booted:
+            # records made before counters.booted existed: the process-wide description names
+            # one boot only; trust it only where it is this run's build
+            old = (r["provenance"].get("testbed") or {}).get("booted") or {}
+            if old.get("xen_version") and old.get("xen_version") == (c.get("xen") or {}).get("xen_version"):
+                booted = old
+        if c.get("xen"):
+            x = c["xen"]
+            build = (f"Xen {x.get('xen_version')} (patch series {x.get('patches')}, "
+                     f"binary sha256 {str(x.get('sha256', ''))[:12]})")
+            cmdline = booted.get("xen_commandline")
+        elif c.get("kernel"):
+            k = c["kernel"]
+            build = (f"Linux {k.get('kernelrelease')} (config {k.get('config')}, "
+                     f".config sha256 {str(k.get('config_sha256', ''))[:12]})")
+            cmdline = c.get("cmdline")
+        else:
+            continue
+        seen = out.setdefault(r["variant"], {}).setdefault(build, set())
+        if cmdline:
+            seen.add(cmdline)
+    return {v: [b + "".join(f", command line `{cl}'" for cl in sorted(cls)) for b, cls in sorted(builds.items())]
+            for v, builds in sorted(out.items())}

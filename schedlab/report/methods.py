@@ -139,7 +139,9 @@ def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], stud
                 f"run seeds derived from the base seed {base_seed} (range {min(seeds)}--{max(seeds)}). "
                 f"Variants, against \\texttt{{{esc(st['baseline'])}}}: "
                 + "; ".join(_variant_line(n, v) for n, v in st["variants"].items())
-                + f". Power: {power_text(st, tb, runs)}. Raw data \\texttt{{sha256:{side['data_hash'][:16]}}}.")
+                + f". Power: {power_text(st, tb, runs)}. Raw data \\texttt{{sha256:{side['data_hash'][:16]}}}."
+                + ("" if not prov["booted"] else " Booted, from the records: " + "; ".join(
+                    f"\\texttt{{{esc(v)}}}: " + ", ".join(esc(d) for d in ds) for v, ds in prov["booted"].items()) + "."))
         lines.append(r"\end{itemize}")
     lines.append(
         r"\paragraph{Statistics.} Each cell compares a variant with its baseline at one point as ministat does "

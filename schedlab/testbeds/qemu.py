@@ -269,9 +269,8 @@ class QemuTestbed(Testbed):
             "host": {"machine": platform.machine(), "python": platform.python_version(),
                      "cpus": os.cpu_count()},
         }
-        if self._vm is not None and self._vm.info:
-            d["booted"] = {k: self._vm.info.get(k) for k in
-                           ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")}
+        # What booted is per run (counters.booted): a study boots one build per variant, and
+        # the runner describes the testbed once per process.
         return d
 
     def build_id(self, study: dict, variant: str) -> str:
@@ -313,6 +312,8 @@ class QemuTestbed(Testbed):
                                    "patch_files": meta.get("patches", []),
                                    "xen_version": vm.info.get("xen_version"),
                                    "build_id": vm.info.get("build_id")}
+            res.counters["booted"] = {k: vm.info.get(k) for k in
+                                      ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")}
             res.counters["qemu"] = {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "xen_build")}
             res.counters["host_loadavg"] = os.getloadavg()   # this machine's load: TCG speed depends on it
             return res

@@ -7,13 +7,24 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    import signal
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `schedlab plan s0 | head` ends quietly
-    if argv and argv[0] == "ministat":
-        from schedlab.stats.ministat import main as ministat_main
-        return ministat_main(argv[1:])
-    from schedlab.commands import main as commands_main
-    return commands_main(argv)
+    # SIGPIPE keeps Python's SIG_IGN: with the default action, a pipe to a child that exits
+    # early (ssh to a lab host that drops the connection while a build is sent) would kill
+    # `schedlab run` silently, without a failure record. A closed stdout is handled here.
+    try:
+        if argv and argv[0] == "ministat":
+            from schedlab.stats.ministat import main as ministat_main
+            rc = ministat_main(argv[1:])
+        else:
+            from schedlab.commands import main as commands_main
+            rc = commands_main(argv)
+        sys.stdout.flush()
+        return rc
+    except BrokenPipeError:
+        # `schedlab plan s0 | head`: the reader went away; end quietly (and keep the
+        # interpreter's final flush from failing again)
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,21 @@ def test_run_study_follows_the_interleaved_plan(sim_binary, tmp_path):
     assert {x["run_order"]["executed_as"] for x in recs} == {"plan"}
     man = json.loads((tmp_path / "all.json").read_text())
     assert sum(len(p["runs"]) for p in man["points"]) == len(recs)
+
+
+
+def test_cli_keeps_sigpipe_ignored_and_ends_quietly_on_a_closed_stdout():
+    """A child that exits while schedlab writes to its stdin (ssh to a lab host that drops
+    the connection) must give an error the run handles, not kill schedlab by SIGPIPE
+    (exit -13, no record, no message); `schedlab plan | head` still ends quietly."""
+    import sys
+    root = Path(__file__).resolve().parent.parent
+    code = ("import os, signal, subprocess, sys; from schedlab import cli\n"
+            "sys.stdout = open(os.devnull, 'w'); cli.main(['plan', 'config/studies/s1.yaml']); sys.stdout = sys.__stdout__\n"
+            "assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN\n"
+            "p = subprocess.run(['true'], input=b'x' * (1 << 22)); print('alive', p.returncode)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
+    assert r.returncode == 0 and "alive 0" in r.stdout, r.stderr
+    r = subprocess.run(f"'{sys.executable}' -m schedlab.cli plan config/studies/s0.yaml | head -n 1",
+                       shell=True, capture_output=True, text=True, timeout=120, cwd=root)
+    assert r.stdout.strip() and "Traceback" not in r.stderr and "Exception" not in r.stderr, r.stderr

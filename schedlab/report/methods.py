@@ -135,6 +135,7 @@ def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], stud
                          "measures them again).")
         if tb in TESTBED_NOTES:
             lines.append(TESTBED_NOTES[tb])
+        lines.append(r"\begingroup\sloppy  % long command lines and hashes: no overfull lines")
         lines.append(r"\begin{itemize}")
         for s, st in studies.items():
             if (s, tb) not in pairs:
@@ -156,7 +157,7 @@ def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], stud
                 + f". Power: {power_text(st, tb, runs)}. Raw data \\texttt{{sha256:{side['data_hash'][:16]}}}."
                 + ("" if not prov["booted"] else " Booted, from the records: " + "; ".join(
                     f"\\texttt{{{esc(v)}}}: " + ", ".join(esc(d) for d in ds) for v, ds in prov["booted"].items()) + "."))
-        lines.append(r"\end{itemize}")
+        lines.append(r"\end{itemize}\endgroup")
     lines.append(
         r"\paragraph{Statistics.} Each cell compares a variant with its baseline at one point as ministat does "
         r"\citep{ministat}: Student's $t$-test with pooled variance at 95\,\% confidence, the difference and its "

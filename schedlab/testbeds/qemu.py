@@ -66,6 +66,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_process_group(proc: subprocess.Popen | None, grace: float = 10) -> None:
+    """SIGTERM a QEMU's process group (started with start_new_session), SIGKILL it after
+    `grace` seconds; a process that already exited is left alone."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=grace)
+
+
 class QemuVM:
     """One QEMU process running Xen + dom0; `host` is the ssh driver for dom0."""
 
@@ -137,16 +153,7 @@ class QemuVM:
             self.host.close()
         except (OSError, subprocess.SubprocessError):
             pass
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=10)
-            except (subprocess.TimeoutExpired, ProcessLookupError):
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.proc.wait(timeout=10)
+        stop_process_group(self.proc)
         _LIVE.discard(self)
         try:
             (self.workdir / "dom0.qcow2").unlink()

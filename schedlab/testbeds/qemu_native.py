@@ -48,6 +48,7 @@ from schedlab.packs.base import Context, PackError, gather_facts
 from schedlab.targets import TargetError
 from schedlab.testbeds import native_images as ni
 from schedlab.testbeds.base import RunFailed, RunResult
+from schedlab.testbeds.qemu import stop_process_group
 
 BASE_CMDLINE = f"root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 init={ni.INIT_IN_IMAGE}"
 PREPARE_TIMEOUT_S = 1200
@@ -219,16 +220,7 @@ class NativeVM:
             self.host.close()
         except (OSError, subprocess.SubprocessError):
             pass
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=10)
-            except (subprocess.TimeoutExpired, ProcessLookupError):
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.proc.wait(timeout=10)
+        stop_process_group(self.proc)
         _LIVE.discard(self)
         if not keep_disk:
             try:

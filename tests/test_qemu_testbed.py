@@ -149,6 +149,29 @@ def test_s0_lockwork_end_to_end(testbed):
 
 
 @needs_qemu_all
+def test_s3_bursts_and_xentrace_end_to_end(testbed):
+    """S3 on Debian's Xen with vcpu_migration_delay=1000: 2 VMs of CPU bursts and sleeps,
+    xentrace in dom0; the guests' vCPUs show up in the trace with run time on the pCPUs."""
+    from schedlab import config
+    from schedlab.testbeds.qemu import QemuTestbed
+    testbed.close()
+    s3 = copy.deepcopy(config.load_study("s3"))
+    s3["testbeds"]["qemu"]["options"] = {"burst_duration_s": 4}
+    tb = QemuTestbed(build=FORCED)
+    try:
+        r = tb.run_once(s3, "d1000", {"vms": 2}, seed=1)
+        assert "vcpu_migration_delay=1000" in r.counters["booted"]["xen_commandline"]
+        assert r.counters["migration_delay_us"] == 1000      # what credit1 says it uses
+        assert r.metrics["throughput"] > 0 and r.metrics["migrations"] >= 0
+        assert set(r.counters["per_vcpu"]) == {"lock1/0", "lock1/1", "lock2/0", "lock2/1"}
+        ran = [sum(v["run_ticks_by_pcpu"].values()) for v in r.counters["per_vcpu"].values()]
+        assert all(t > 0 for t in ran) and r.counters["trace"]["lost_records"] == 0
+        assert all(v["flavour"] == "none" and v["sleeps"] > 0 for v in r.counters["per_vm"].values())
+    finally:
+        tb.close()
+
+
+@needs_qemu_all
 def test_qemu_killed_mid_run(testbed, tmp_path, monkeypatch):
     """A study run whose QEMU is SIGKILLed while the first run measures: that run leaves a
     failure record (with the serial log's tail), the host is booted again, the remaining

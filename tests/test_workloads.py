@@ -205,7 +205,7 @@ def test_study_options_are_known_to_the_qemu_testbed():
     from schedlab import config
     from schedlab.testbeds.qemu import QemuTestbed
     tb = QemuTestbed()
-    for name in ("s0", "s2"):
+    for name in ("s0", "s2", "s3"):
         study = config.load_study(name)
         cfg = tb.config(study)          # raises ConfigError on an unknown option
         assert workloads.get(study["workload"]["kind"])

@@ -26,12 +26,19 @@
  *               qspinlock (spin, then block in SCHEDOP_poll on an event channel until the
  *               unlocker kicks it), unless the guest booted with `xen_nopvspin`, which
  *               gives the native queued lock (S2's two variants).
+ *   none        no lock: an operation is the compute work alone (S3, S4: CPU bursts).
  * While holding or waiting for a ticket lock, preemption is disabled (as spin_lock() does).
  *
  * Amount of work:
  *   ops > 0       fixed work: `ops` acquisitions in total, shared by the threads; the
  *                 completion time is what counts (S0's "build" of fixed size).
  *   ops = 0       fixed duration: run for duration_ms, report operations per second (S2).
+ *
+ * Short waits (S3, S4: "CPU bursts and short waits"): after an operation a thread sleeps,
+ * with probability sleep_permille/1000, for a time uniform in [sleep_us/2, 3*sleep_us/2]
+ * (usleep_range, an hrtimer: the vCPU blocks in Xen and is woken by its timer, which is
+ * when the hypervisor decides where it runs next). The draws come from a xorshift
+ * generator per thread, seeded from `seed` and the thread's index.
  *
  * Busy work is a counted loop. compute_ns/hold_ns are converted to loop counts with a
  * calibration done at load time (median of 15 timed trials; `loops_per_ms` overrides it),
@@ -79,7 +86,7 @@
 
 static char *flavour = "kernel";
 module_param(flavour, charp, 0444);
-MODULE_PARM_DESC(flavour, "lock: ticket | spin-yield | kernel");
+MODULE_PARM_DESC(flavour, "lock: ticket | spin-yield | kernel | none");
 static ulong ops;
 module_param(ops, ulong, 0444);
 MODULE_PARM_DESC(ops, "fixed work: total lock acquisitions (0: run for duration_ms)");
@@ -107,11 +114,20 @@ MODULE_PARM_DESC(spin_threshold, "spin-yield: spin iterations before each SCHEDO
 static uint threads;
 module_param(threads, uint, 0444);
 MODULE_PARM_DESC(threads, "worker threads, thread i bound to online CPU i mod n (0: one per online CPU)");
+static uint sleep_us;
+module_param(sleep_us, uint, 0444);
+MODULE_PARM_DESC(sleep_us, "mean sleep after an operation, us (uniform in [sleep_us/2, 3*sleep_us/2]; 0: none)");
+static uint sleep_permille;
+module_param(sleep_permille, uint, 0444);
+MODULE_PARM_DESC(sleep_permille, "probability (per mille) of that sleep after each operation");
+static uint seed = 1;
+module_param(seed, uint, 0444);
+MODULE_PARM_DESC(seed, "seed of the threads' random draws (sleeps)");
 static char *tag = "";
 module_param(tag, charp, 0444);
 MODULE_PARM_DESC(tag, "free text (no spaces) echoed in the result line");
 
-enum lock_kind { LK_TICKET, LK_SPIN_YIELD, LK_KERNEL };
+enum lock_kind { LK_TICKET, LK_SPIN_YIELD, LK_KERNEL, LK_NONE };
 
 /* Log-linear histogram: values < 8 exact, then 8 sub-buckets per power of two. */
 #define SUB_BITS 3
@@ -152,6 +168,9 @@ struct worker {
 	u64 wait_total;
 	u64 wait_max;
 	u64 yields;
+	u64 sleeps;
+	u64 slept_ns;
+	u64 rng;
 	u64 t_end;
 	u64 hist[NBUCKETS];
 } ____cacheline_aligned_in_smp;
@@ -201,6 +220,32 @@ static inline void ticket_lock(struct worker *w, bool yield)
 	}
 }
 
+/* xorshift64 (Marsaglia 2003): cheap, per thread, reproducible from `seed`. */
+static inline u32 rnd(struct worker *w)
+{
+	u64 x = w->rng;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	w->rng = x;
+	return (u32)(x >> 32);
+}
+
+static inline void maybe_sleep(struct worker *w)
+{
+	unsigned long us;
+	u64 t0;
+
+	if (!sleep_us || !sleep_permille || rnd(w) % 1000 >= sleep_permille)
+		return;
+	us = max(1U, sleep_us / 2 + rnd(w) % (sleep_us + 1));
+	t0 = ktime_get_ns();
+	usleep_range(us, us + us / 8 + 1);
+	w->slept_ns += ktime_get_ns() - t0;
+	w->sleeps++;
+}
+
 static inline void ticket_unlock(void)
 {
 	atomic_set_release(&tlock.owner, atomic_read(&tlock.owner) + 1);
@@ -221,6 +266,12 @@ static int worker_fn(void *arg)
 			break;
 		}
 		busy(c_loops);
+		if (kind == LK_NONE) {
+			w->ops++;
+			maybe_sleep(w);
+			cond_resched();
+			continue;
+		}
 		if (kind == LK_KERNEL) {
 			t0 = local_clock();
 			spin_lock(&klock);
@@ -242,6 +293,7 @@ static int worker_fn(void *arg)
 			w->wait_max = wt;
 		w->hist[bucket_of(wt)]++;
 		w->ops++;
+		maybe_sleep(w);
 		cond_resched();
 	}
 	w->t_end = ktime_get_ns();
@@ -316,7 +368,7 @@ static u64 percentile(const u64 *hist, u64 n, unsigned int permille, u64 maxv)
 static void format_result(void)
 {
 	u64 *hist = kcalloc(NBUCKETS, sizeof(u64), GFP_KERNEL);
-	u64 total = 0, wsum = 0, wmax = 0, yields = 0, t_end = t_start, elapsed, rate_milli;
+	u64 total = 0, wsum = 0, wmax = 0, yields = 0, sleeps = 0, slept = 0, t_end = t_start, elapsed, rate_milli;
 	unsigned int i, j;
 	size_t len = 0;
 
@@ -331,6 +383,8 @@ static void format_result(void)
 		wsum += w->wait_total;
 		wmax = max(wmax, w->wait_max);
 		yields += w->yields;
+		sleeps += w->sleeps;
+		slept += w->slept_ns;
 		t_end = max(t_end, w->t_end);
 		for (j = 0; j < NBUCKETS; j++)
 			hist[j] += w->hist[j];
@@ -342,7 +396,7 @@ static void format_result(void)
 		"ops_per_s=%llu.%03llu wait_mean_ns=%llu wait_p50_ns=%llu wait_p90_ns=%llu "
 		"wait_p99_ns=%llu wait_max_ns=%llu wait_total_ns=%llu yields=%llu compute_ns=%lu "
 		"hold_ns=%lu compute_loops=%llu hold_loops=%llu loops_per_ms=%llu spin_threshold=%u "
-		"pvspin=%d xen=%d tag=%s thread_ops=",
+		"pvspin=%d xen=%d sleep_us=%u sleep_permille=%u sleeps=%llu slept_ns=%llu tag=%s thread_ops=",
 		LOCKMOD_FORMAT, flavour, ops ? "ops" : "duration", nworkers, num_online_cpus(),
 		total, elapsed, rate_milli / 1000, rate_milli % 1000,
 		total ? div64_u64(wsum, total) : 0,
@@ -354,6 +408,7 @@ static void format_result(void)
 #else
 		0,
 #endif
+		sleep_us, sleep_permille, sleeps, slept,
 		tag[0] ? tag : "-");
 	for (i = 0; i < nworkers; i++)
 		len += scnprintf(result + len, RESULT_SIZE - len, "%s%llu", i ? "," : "", workers[i].ops);
@@ -394,8 +449,10 @@ static int __init lockmod_init(void)
 		kind = LK_SPIN_YIELD;
 	else if (!strcmp(flavour, "kernel"))
 		kind = LK_KERNEL;
+	else if (!strcmp(flavour, "none"))
+		kind = LK_NONE;
 	else {
-		pr_err("lockmod: unknown flavour '%s' (ticket, spin-yield, kernel)\n", flavour);
+		pr_err("lockmod: unknown flavour '%s' (ticket, spin-yield, kernel, none)\n", flavour);
 		return -EINVAL;
 	}
 	if (!ops && !duration_ms) {
@@ -434,6 +491,8 @@ static int __init lockmod_init(void)
 		if (cpu >= nr_cpu_ids)
 			cpu = cpumask_first(cpu_online_mask);
 		workers[i].cpu = cpu;
+		/* Any non-zero state; splitmix-style spread of (seed, thread). */
+		workers[i].rng = ((u64)seed << 32 | (i + 1)) * 0x9E3779B97F4A7C15ULL | 1;
 		workers[i].task = kthread_create(worker_fn, &workers[i], "lockmod/%u", i);
 		if (IS_ERR(workers[i].task)) {
 			err = PTR_ERR(workers[i].task);

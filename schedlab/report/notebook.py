@@ -75,8 +75,11 @@ class StudyContext:
                              for v, d in s["variants"].items())
         tbd = prov["testbeds"][0] if prov["testbeds"] else {}
         from schedlab.report.methods import _short
+        # A natively booted kernel runs no Xen: older records of such studies still name
+        # the Xen testbed's xen_build.
+        skip = {"xen_build"} if (s.get("workload") or {}).get("where") == "native" else set()
         tb_text = ", ".join(f"{_latex_escape(str(k))} \\texttt{{{_latex_escape(_short(v))}}}"
-                            for k, v in sorted(tbd.items()) if isinstance(v, (str, int, float)))
+                            for k, v in sorted(tbd.items()) if isinstance(v, (str, int, float)) and k not in skip)
         return (f"\\paragraph{{Setup as run ({tb}).}} Points: {axes}. Variants: {variants}; "
                 f"baseline \\texttt{{{_latex_escape(s['baseline'])}}}. "
                 f"{st['runs']} measured runs per point after {st['warmup']} discarded warm-up run(s), "

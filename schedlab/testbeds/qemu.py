@@ -60,6 +60,19 @@ def _die_with_parent() -> None:
         pass
 
 
+HOST_TICKS = workloads.lockwork.GUEST_TICKS      # /proc/stat's first eight fields, as in the guests
+
+
+def host_cpu_ticks() -> list[int]:
+    """This machine's aggregate CPU ticks from /proc/stat (HOST_TICKS order); [] elsewhere.
+    Steal matters: when this machine is itself a VM, a neighbour slows TCG down."""
+    try:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:1 + len(HOST_TICKS)]]
+    except (OSError, ValueError):
+        return []
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -276,6 +289,8 @@ class QemuTestbed(Testbed):
             "host": {"machine": platform.machine(), "python": platform.python_version(),
                      "cpus": os.cpu_count()},
         }
+        if study is not None and self._is_native(study):
+            del d["xen_build"]          # no Xen under a natively booted kernel
         # What booted is per run (counters.booted): a study boots one build per variant, and
         # the runner describes the testbed once per process.
         return d
@@ -306,6 +321,7 @@ class QemuTestbed(Testbed):
         try:
             if self._domains is None or self._domains.host is not vm.host:
                 self._domains = Domains(vm.host)
+            ticks0 = host_cpu_ticks()
             res = workload(vm.host, self._domains, {**cfg, **workloads.variant_options(study, variant)},
                            point, seed, vm.info)
             res.counters["boot_seconds"] = round(vm.boot_seconds or 0, 1)
@@ -323,6 +339,9 @@ class QemuTestbed(Testbed):
                                       ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")}
             res.counters["qemu"] = {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "xen_build")}
             res.counters["host_loadavg"] = os.getloadavg()   # this machine's load: TCG speed depends on it
+            ticks1 = host_cpu_ticks()
+            if ticks0 and len(ticks1) == len(ticks0):
+                res.counters["host_cpu_ticks"] = dict(zip(HOST_TICKS, (b - a for a, b in zip(ticks0, ticks1))))
             return res
         except (HostError, RunFailed, ValueError, KeyError, json.JSONDecodeError, OSError,
                 subprocess.SubprocessError) as e:

@@ -11,6 +11,8 @@ RunResult. One module per workload kind (the study file's `workload.kind`):
                module (guest/lockmod/), spin-then-yield lock; completion time, throughput
     lockstorm  S2: k VMs of 2 vCPUs on 2 pCPUs hammering the guest kernel's spinlock for a
                fixed time, PV spinlocks on/off; lock ops/s and p99 lock wait
+    bursts     S3: VMs of 2 vCPUs doing CPU bursts and short sleeps (guest/lockmod/, no lock);
+               throughput, and vCPU migrations/s from Xen's runstate trace (xentrace.py)
 
 Besides the testbed options, the options a workload gets carry the variant's guest
 settings (`variant_options`): `variant_guest` = the variant's `guest:` block of the study
@@ -21,13 +23,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..testbeds.base import RunFailed, RunResult
-from . import lockstorm, lockwork, netpair
+from . import bursts, lockstorm, lockwork, netpair
 
 # kind -> run(host, domains, options, point, seed, booted) -> RunResult
 WORKLOADS: dict[str, Callable[..., RunResult]] = {
     "netperf-pair": netpair.run,
     "ddk-build": lockwork.run,
     "lock-storm": lockstorm.run,
+    "specjbb-like": bursts.run,
 }
 
 # Options every workload understands, with defaults; testbeds merge the study's
@@ -36,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
     **netpair.DEFAULTS,
     **lockwork.DEFAULTS,
     **lockstorm.DEFAULTS,
+    **bursts.DEFAULTS,
 }
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..host import Host
 from ..testbeds.base import RunFailed, RunResult
-from .lockwork import hist_percentile, merge_hists, module_params, run_lock_vms, vm_names
+from .lockwork import guests_to_boot, hist_percentile, merge_hists, module_params, run_lock_vms, vm_names
 from .xl import Domains
 
 DEFAULTS: dict[str, Any] = {
@@ -49,8 +49,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     params = module_params(opts, flavour, duration_ms=int(dur * 1000), compute_loops=opts["storm_compute_loops"],
                            hold_loops=opts["storm_hold_loops"])
     names = vm_names(k)
-    have = sorted((n for n in doms.created if n.startswith("lock") and n[4:].isdigit()), key=lambda n: int(n[4:]))
-    booted_names = vm_names(max(k, int(opts["lock_vms_booted"] or 0), len(have)))
+    booted_names = guests_to_boot(doms, opts, k)
     counters: dict[str, Any] = {"seed": seed, "xen_scheduler": booted.get("xen_scheduler"),
                                 "flavour": flavour, "guest_boot": boot, "variant_guest_lock": guest.get("lock"),
                                 "module_params": params, "vms_booted": len(booted_names),

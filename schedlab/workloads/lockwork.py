@@ -33,17 +33,18 @@ testbed can run it unchanged.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import re
 import time
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 from ..host import Host
 from ..testbeds.base import RunFailed, RunResult
 from .xl import Domains, guest_cfg
 
-FLAVOURS = ("ticket", "spin-yield", "kernel")
+FLAVOURS = ("ticket", "spin-yield", "kernel", "none")
 
 # Options shared by lockwork (S0) and lockstorm (S2); each module sets its own defaults
 # for the ones whose values differ (lockstorm's are prefixed storm_).
@@ -169,10 +170,12 @@ def lock_cfg(name: str, opts: dict, modparams: dict[str, Any], boot: str = "") -
 
 
 def run_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str], names_run: list[str],
-                 modparams: dict[str, Any], boot: str, seed: int, counters: dict) -> dict[str, dict]:
+                 modparams: dict[str, Any], boot: str, seed: int, counters: dict,
+                 during: Callable[[], ContextManager] | None = None) -> dict[str, dict]:
     """Make sure the guests `names_booted` run with the given module parameters and boot
     options (reused when unchanged), start the benchmark in `names_run` at once, wait for
-    their results. Returns {name: parsed result}; fills `counters`."""
+    their results. Returns {name: parsed result}; fills `counters`. `during`: a context
+    entered just before the trigger and left when every result is in (e.g. a xentrace)."""
     # Guests boot concurrently, sharing 2 pCPUs with each other and dom0 (under load: ~2-3 min).
     timeout = float(opts["guest_timeout_s"]) * max(1, len(names_booted))
     h.run(["xl", "vcpu-pin", "Domain-0", "all", "all"], timeout=60)
@@ -188,7 +191,7 @@ def run_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str], na
     counters["xl_create_seconds"] = dict(getattr(doms, "create_seconds", {}) or {}) if any(starts.values()) else {}
     token = f"{seed:08x}{hashlib.sha256(str(time.time_ns()).encode()).hexdigest()[:6]}"
     ttys = doms.console_ttys(names_run)
-    with doms.follow_consoles(names_run) as follow:
+    with doms.follow_consoles(names_run) as follow, (during() if during else contextlib.nullcontext()):
         t_cpu0, w0 = doms.cpu_times(), time.monotonic()
         doms.console_send(ttys, f"run {token}")
         w1 = time.monotonic()
@@ -216,10 +219,18 @@ def vm_names(n: int) -> list[str]:
     return [f"lock{i}" for i in range(1, n + 1)]
 
 
+def guests_to_boot(doms: Domains, opts: dict, n: int) -> list[str]:
+    """The lock guests a point that runs `n` VMs keeps booted: at least `lock_vms_booted`,
+    and every lock guest this boot already made (idle, so a later point can reuse it)."""
+    have = [int(x[4:]) for x in doms.created if re.fullmatch(r"lock\d+", x)]
+    return vm_names(max(n, int(opts["lock_vms_booted"] or 0), *have))
+
+
 def module_params(opts: dict, flavour: str, *, ops: int = 0, duration_ms: int = 0, compute_loops: int,
-                  hold_loops: int) -> dict[str, Any]:
+                  hold_loops: int, sleep_us: int = 0, sleep_permille: int = 0) -> dict[str, Any]:
     """lockmod.ko's parameters (guest/lockmod/lockmod.c). Work is given as loop counts, so
-    it is the same in every VM whatever the module's calibration says."""
+    it is the same in every VM whatever the module's calibration says. The sleep
+    parameters appear only when set, so S0's and S2's guest command lines stay as they were."""
     if flavour not in FLAVOURS:
         raise RunFailed(f"lock flavour {flavour!r} is not one of {', '.join(FLAVOURS)}")
     if int(compute_loops) < 1 or int(hold_loops) < 1:
@@ -227,6 +238,10 @@ def module_params(opts: dict, flavour: str, *, ops: int = 0, duration_ms: int = 
     p: dict[str, Any] = {"flavour": flavour, "ops": int(ops), "duration_ms": int(duration_ms),
                          "compute_loops": int(compute_loops), "hold_loops": int(hold_loops),
                          "spin_threshold": int(opts["lock_spin_threshold"])}
+    if int(sleep_us) < 0 or not 0 <= int(sleep_permille) <= 1000:
+        raise RunFailed(f"sleep_us={sleep_us} must be >= 0 and sleep_permille={sleep_permille} in 0-1000")
+    if int(sleep_us) and int(sleep_permille):
+        p.update(sleep_us=int(sleep_us), sleep_permille=int(sleep_permille))
     return p
 
 
@@ -239,10 +254,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     boot = str(guest.get("boot") or "")
     params = module_params(opts, flavour, ops=int(opts["lock_ops"]), compute_loops=opts["lock_compute_loops"],
                            hold_loops=opts["lock_hold_loops"])
-    booted_names = vm_names(max(vms, int(opts["lock_vms_booted"] or 0)))
-    # Keep lock guests this boot already made (idle) so a later point can reuse them.
-    have = sorted((n for n in doms.created if re.fullmatch(r"lock\d+", n)), key=lambda n: int(n[4:]))
-    booted_names = vm_names(max(len(booted_names), len(have)))
+    booted_names = guests_to_boot(doms, opts, vms)
     counters: dict[str, Any] = {"seed": seed, "xen_scheduler": booted.get("xen_scheduler"),
                                 "flavour": flavour, "guest_boot": boot, "module_params": params,
                                 "vms_booted": len(booted_names), "guest_vcpus": int(opts["guest_vcpus"])}

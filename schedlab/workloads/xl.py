@@ -49,6 +49,11 @@ class Domains:
         out = self.host.run(["xl", "list"], timeout=60).stdout.splitlines()[1:]
         return {l.split()[0]: l.split()[4] for l in out if len(l.split()) >= 6}
 
+    def ids(self) -> dict[int, str]:
+        """domid -> name from `xl list` (Xen's trace records name domains by id)."""
+        out = self.host.run(["xl", "list"], timeout=60).stdout.splitlines()[1:]
+        return {int(l.split()[1]): l.split()[0] for l in out if len(l.split()) >= 6}
+
     def cpu_times(self) -> dict[str, float]:
         out = self.host.run(["xl", "list"], timeout=60).stdout.splitlines()[1:]
         return {l.split()[0]: float(l.split()[-1]) for l in out if l.split()}

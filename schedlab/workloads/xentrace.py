@@ -1,0 +1,178 @@
+"""Where the guests' vCPUs ran, from Xen's own trace buffers (xentrace in dom0).
+
+S3 counts vCPU migrations and S4 the share of a vCPU's run time on its home node; both
+are the hypervisor's decisions, so they are read from Xen rather than guessed from
+`xl vcpu-list` samples. During a run, dom0 runs
+
+    xentrace -D -e 0x00021000 -S <pages> <file>
+
+(Debian's xen-utils): `-e 0x00021000` selects the TRC_SCHED_MIN subclass only, i.e. the
+runstate changes (xen/common/sched/core.c: trace_runstate_change(), called from
+vcpu_runstate_change()), the cheapest scheduler trace there is. Each record carries the
+TSC, `(domain << 16) | vcpu` and, in the event number, the old and new runstate
+(running 0, runnable 1, blocked 2, offline 3). Xen writes a record into the trace buffer
+of the pCPU that makes the change, so a "-> running" record says on which pCPU the vCPU
+starts running.
+
+File format (tools/xentrace/xentrace.c, xen/include/public/trace.h): a sequence of
+windows, each a cpu-change record (header TRC_TRACE_CPU_CHANGE with 2 extra words: cpu,
+window size in bytes) followed by that many bytes of that pCPU's `struct t_rec`s: a
+32-bit header (event:28, extra_u32:3, cycles_included:1), the 64-bit TSC if included,
+then extra_u32 words.
+
+Definitions (the sim's, schedlab/testbeds/sim.py and sim/src/credit.c):
+    migration     a vCPU starts running on a pCPU other than the one it last ran on
+    run time      from its "-> running" record to its "running ->" record, per pCPU
+"""
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+from typing import Any, Iterator
+
+from ..host import Host, HostError
+from ..testbeds.base import RunFailed
+
+TRC_LOST_RECORDS = 0x0001F001
+TRC_TRACE_CPU_CHANGE = 0x0001F003
+TRC_SCHED_RUNSTATE_CHANGE = 0x00021001   # | old << 8 | new << 4
+RUNSTATE_BITS = 0x3F0
+RUNNING = 0
+IDLE_DOMID = 0x7FFF
+SCHED_MIN_MASK = 0x00021000              # xentrace -e: class TRC_SCHED, subclass MIN
+
+
+class TraceError(RunFailed):
+    pass
+
+
+def records(data: bytes) -> Iterator[tuple[int, int | None, int, tuple[int, ...]]]:
+    """(pcpu, tsc or None, event, extra words) of every record, in file order. Raises
+    TraceError naming the byte offset of anything that does not parse."""
+    off, n = 0, len(data)
+    while off < n:
+        if off + 12 > n:
+            raise TraceError(f"xentrace file: {n - off} stray bytes at offset {off}")
+        hdr, cpu, size = struct.unpack_from("<IiI", data, off)
+        if hdr & 0x0FFFFFFF != TRC_TRACE_CPU_CHANGE or (hdr >> 28) & 7 != 2:
+            raise TraceError(f"xentrace file: no cpu-change record at offset {off} (header {hdr:#010x})")
+        off += 12
+        end = off + size
+        if end > n:
+            raise TraceError(f"xentrace file: window of cpu {cpu} at offset {off - 12} runs past the end "
+                             f"({size} bytes announced, {n - off} left)")
+        while off < end:
+            if off + 4 > end:
+                raise TraceError(f"xentrace file: truncated record at offset {off}")
+            (hdr,) = struct.unpack_from("<I", data, off)
+            extra, cyc = (hdr >> 28) & 7, hdr >> 31
+            rlen = 4 + 8 * cyc + 4 * extra
+            if off + rlen > end:
+                raise TraceError(f"xentrace file: record at offset {off} (header {hdr:#010x}) runs past "
+                                 f"its window")
+            tsc = struct.unpack_from("<Q", data, off + 4)[0] if cyc else None
+            words = struct.unpack_from(f"<{extra}I", data, off + 4 + 8 * cyc)
+            yield cpu, tsc, hdr & 0x0FFFFFFF, words
+            off += rlen
+
+
+def placement(data: bytes, domids: dict[int, str] | None = None) -> dict[str, Any]:
+    """Migrations and run time per pCPU of every guest vCPU in a trace (dom0 and the idle
+    domain left out; with `domids`, only those domains, named by it).
+
+    Returns {"migrations": total, "per_vcpu": {"name/v": {"migrations": n,
+    "run_ticks_by_pcpu": {"pcpu": ticks}}}, "records": n, "lost_records": n,
+    "pcpus": [...], "tsc_span": ticks}. Run time is in TSC ticks (shares need no clock rate)."""
+    events: list[tuple[int, int, int, int, int]] = []   # tsc, order, pcpu, event, word
+    lost = nrec = 0
+    tmin = tmax = None
+    pcpus: set[int] = set()
+    for i, (cpu, tsc, ev, words) in enumerate(records(data)):
+        nrec += 1
+        pcpus.add(cpu)
+        if tsc is not None:
+            tmin = tsc if tmin is None else min(tmin, tsc)
+            tmax = tsc if tmax is None else max(tmax, tsc)
+        if ev == TRC_LOST_RECORDS:
+            lost += words[0] if words else 1
+        elif ev & ~RUNSTATE_BITS == TRC_SCHED_RUNSTATE_CHANGE and words and tsc is not None:
+            events.append((tsc, i, cpu, ev, words[0]))
+    events.sort()
+    last_cpu: dict[tuple[int, int], int] = {}
+    since: dict[tuple[int, int], tuple[int, int]] = {}
+    migr: dict[tuple[int, int], int] = defaultdict(int)
+    run: dict[tuple[int, int], dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for tsc, _, cpu, ev, word in events:
+        dom, vcpu = word >> 16, word & 0xFFFF
+        if dom in (0, IDLE_DOMID) or (domids is not None and dom not in domids):
+            continue
+        old, new = (ev >> 8) & 3, (ev >> 4) & 3
+        key = (dom, vcpu)
+        if new == RUNNING:
+            if key in last_cpu and last_cpu[key] != cpu:
+                migr[key] += 1
+            last_cpu[key] = cpu
+            since[key] = (cpu, tsc)
+            run[key]          # the vCPU ran, even if the trace ends before it stops
+        elif old == RUNNING and key in since:
+            c, t0 = since.pop(key)
+            run[key][c] += tsc - t0
+    # Still running when the trace stopped: count up to the last record.
+    for key, (c, t0) in since.items():
+        run[key][c] += (tmax or t0) - t0
+    name = (lambda d: domids[d]) if domids is not None else (lambda d: f"d{d}")
+    per_vcpu = {f"{name(d)}/{v}": {"migrations": migr.get((d, v), 0),
+                                   "run_ticks_by_pcpu": {str(c): t for c, t in sorted(run[(d, v)].items())}}
+                for d, v in sorted(set(run) | set(migr))}
+    return {"migrations": sum(migr.values()), "per_vcpu": per_vcpu, "records": nrec,
+            "lost_records": lost, "pcpus": sorted(pcpus),
+            "tsc_span": (tmax - tmin) if tmin is not None else 0}
+
+
+class Trace:
+    """xentrace in dom0 around a measurement: `with Trace(host) as t: ...`, then t.data."""
+
+    def __init__(self, host: Host, *, pages: int = 256, path: str = "/run/schedlab-xentrace.bin"):
+        self.host, self.pages, self.path = host, int(pages), path
+        self.pid: int | None = None
+        self.data = b""
+
+    def start(self) -> None:
+        p = self.path
+        # `-D`: drop what the buffers still hold from before; `-S`: pages per pCPU buffer
+        # (only takes effect when the buffers are first allocated in a boot).
+        r = self.host.run(["sh", "-c", f"rm -f {p} {p}.log; xentrace -D -e {SCHED_MIN_MASK:#010x} -S {self.pages} "
+                                       f"{p} >{p}.log 2>&1 & echo $!; sleep 0.3; cat {p}.log"], timeout=60)
+        out = r.stdout.split()
+        try:
+            self.pid = int(out[0])
+        except (IndexError, ValueError):
+            raise TraceError(f"xentrace did not start: {r.stdout.strip()[:300]}") from None
+        ok = self.host.run(["kill", "-0", str(self.pid)], timeout=30, check=False)
+        if ok.returncode != 0:
+            raise TraceError(f"xentrace exited at once: {' '.join(out[1:])[:500]}")
+
+    def stop(self) -> bytes:
+        if self.pid is None:
+            return self.data
+        pid, p, self.pid = self.pid, self.path, None
+        # SIGINT: xentrace flushes what the buffers hold, disables tracing and exits.
+        r = self.host.run(["sh", "-c", f"kill -INT {pid}; i=0; while kill -0 {pid} 2>/dev/null; do "
+                                       f"i=$((i+1)); [ $i -gt 200 ] && exit 3; sleep 0.1; done; cat {p}.log"],
+                          timeout=60, check=False)
+        if r.returncode == 3:
+            raise TraceError(f"xentrace (pid {pid}) did not exit within 20 s of SIGINT")
+        self.data = self.host.get_bytes(p, timeout=120)
+        self.host.run(["rm", "-f", p, f"{p}.log"], timeout=30, check=False)
+        return self.data
+
+    def __enter__(self) -> "Trace":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        except (HostError, TraceError):
+            if exc[0] is None:
+                raise

@@ -250,6 +250,22 @@ def test_console_follower_streams_new_lines(tmp_path, monkeypatch):
     f.close()
 
 
+def test_console_follower_puts_interleaved_lines_back_together():
+    """tail -v of two logs: half a line of lock1, then lock2's line, then the rest of
+    lock1's (two guests finishing together). Each file's line comes out whole."""
+    from schedlab.workloads import xl
+    f = xl.ConsoleFollower.__new__(xl.ConsoleFollower)
+    f._buf, f._file, f._part, f._lines = b"", None, {}, []
+    for chunk in (b"SCHEDLAB-FOLLOW-READY\n\n==> /c/guest-lock1.log <==\n\n==> /c/guest-lock2.log <==\n",
+                  b"\n==> /c/guest-lock1.log <==\nSCHEDLAB-LOCK-RESULT token=t vm=lock1 ops=",
+                  b"\n==> /c/guest-lock2.log <==\nSCHEDLAB-LOCK-RESULT token=t vm=lock2 ops=5\r\n",
+                  b"\n==> /c/guest-lock1.log <==\n7 hist=\r\n==> not a header\n"):
+        f._feed(chunk)
+    assert [x.decode().strip("\r") for x in f._lines] == [
+        "SCHEDLAB-FOLLOW-READY", "SCHEDLAB-LOCK-RESULT token=t vm=lock2 ops=5",
+        "SCHEDLAB-LOCK-RESULT token=t vm=lock1 ops=7 hist=", "==> not a header"]
+
+
 def test_console_follower_nudges_a_silent_guest(tmp_path, monkeypatch):
     """A guest that does not print its START line gets the command again (nudge)."""
     from schedlab.workloads import xl

@@ -79,7 +79,27 @@ def provenance_summary(data_dir: Path, testbed: str, study: str, runs: pd.DataFr
         "plan_seed": recs[0]["run_order"]["plan_seed"] if recs else None,
         "n_runs": len(recs),
         "booted": booted_builds(recs),
+        "machine": machine_load(recs),
     }
+
+
+def machine_load(recs: list[dict]) -> dict:
+    """The development machine's state during qemu runs, from each record's counters:
+    its 1-minute load average, and the share of its CPU time its own hypervisor stole
+    (`host_cpu_ticks`, recorded since the S3 workload; older records lack it). Empty where
+    no record has either (sim, lab)."""
+    load = [c["host_loadavg"][0] for r in recs if (c := r.get("counters") or {}).get("host_loadavg")]
+    steal = []
+    for r in recs:
+        t = (r.get("counters") or {}).get("host_cpu_ticks") or {}
+        if sum(t.values()):
+            steal.append(100.0 * t.get("steal", 0) / sum(t.values()))
+    out: dict = {}
+    if load:
+        out["load"] = (min(load), max(load))
+    if steal:
+        out["steal_pct"] = (min(steal), max(steal), len(steal))
+    return out
 
 
 def booted_builds(recs: list[dict]) -> dict[str, list[str]]:

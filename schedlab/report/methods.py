@@ -95,6 +95,20 @@ TESTBED_NOTES = {
 }
 
 
+def _machine_text(m: dict, n_runs: int) -> str:
+    """The development machine's load during the runs (qemu), from the records."""
+    if not m:
+        return ""
+    parts = []
+    if "load" in m:
+        parts.append(f"1-minute load average {m['load'][0]:.1f}--{m['load'][1]:.1f}")
+    if "steal_pct" in m:
+        lo, hi, n = m["steal_pct"]
+        parts.append(f"CPU time taken by the machine's own hypervisor (steal) {lo:.1f}--{hi:.1f}\\,\\% "
+                     f"({n} of {n_runs} runs record it)")
+    return " Development machine during the runs: " + "; ".join(parts) + "."
+
+
 def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], studies_dir: Path,
              study_names: list[str], base_seed: int, measured: list[str] | None = None) -> None:
     """pairs: the (study, testbed) results the paper reports; measured: the testbeds
@@ -157,7 +171,8 @@ def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], stud
                 + "; ".join(_variant_line(n, v) for n, v in st["variants"].items())
                 + f". Power: {power_text(st, tb, runs)}. Raw data \\texttt{{sha256:{side['data_hash'][:16]}}}."
                 + ("" if not prov["booted"] else " Booted, from the records: " + "; ".join(
-                    f"\\texttt{{{esc(v)}}}: " + ", ".join(esc(d) for d in ds) for v, ds in prov["booted"].items()) + "."))
+                    f"\\texttt{{{esc(v)}}}: " + ", ".join(esc(d) for d in ds) for v, ds in prov["booted"].items()) + ".")
+                + _machine_text(prov["machine"], prov["n_runs"]))
         lines.append(r"\end{itemize}\endgroup")
     lines.append(
         r"\paragraph{Statistics.} Each cell compares a variant with its baseline at one point as ministat does "

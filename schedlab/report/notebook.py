@@ -89,9 +89,11 @@ class StudyContext:
     def comparison_macros(self) -> dict[str, str]:
         """For the text, per comparison VARIANT/POINT/METRIC: `d/...` the difference in %
         (signed), `e/...` ministat's error, `sig/...` "significant" or "not significant"
-        (Holm-adjusted, as in the table), `p/...` the adjusted p-value."""
-        out = {}
-        for _, c in self.table.cmp.iterrows():
+        (Holm-adjusted, as in the table), `p/...` the adjusted p-value; `ncmp`, `nsig`: how many
+        comparisons the table has and how many of them are significant."""
+        cmp = self.table.cmp
+        out = {"ncmp": str(len(cmp)), "nsig": str(int(cmp["significant"].sum())) if len(cmp) else "0"}
+        for _, c in cmp.iterrows():
             pid = config.point_id({a: c[a] for a in self.axes})
             key = f"{c['variant']}/{pid}/{c['metric']}"
             out[f"d/{key}"] = f"{c['pct']:+.1f}".replace("-", "$-$")

@@ -442,7 +442,9 @@ class QemuTestbed(Testbed):
                     extra += f"\n==> {' '.join(argv)} <==\n{r.stdout[-6000:]}{r.stderr[-2000:]}"
                 except HostError:
                     break
-        log = f"{type(err).__name__}: {err}\n{extra}\n{vm.log_tail()}"
+        # Records keep a log's last 20000 characters (schedlab.run): dom0's view of the guests
+        # and the error go last, after the serial console's tail, so they are never cut.
+        log = f"{vm.log_tail(8000)}\n{extra}\n{type(err).__name__}: {err}\n"
         try:
             (vm.workdir / "failure.log").write_text(log)
         except OSError:

@@ -280,7 +280,8 @@ def failure_log(vm: NativeVM, err: Exception) -> str:
             extra = f"\n==> guest dmesg/uptime/free <==\n{r.stdout[-6000:]}{r.stderr[-1000:]}"
         except HostError:
             pass
-    text = f"{type(err).__name__}: {err}\n{extra}\n{vm.log_tail()}"
+    # Last 20000 characters kept in the record: the guest's view and the error go last.
+    text = f"{vm.log_tail(8000)}\n{extra}\n{type(err).__name__}: {err}\n"
     try:
         (vm.workdir / "failure.log").write_text(text)
     except OSError:

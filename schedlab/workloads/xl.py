@@ -178,20 +178,32 @@ class Domains:
 class ConsoleFollower:
     """New lines of some guests' console logs, streamed to us while a measurement runs.
 
-    One ssh session runs `tail -n 0 -F` on the logs in dom0: it blocks in inotify, so dom0
-    spends no CPU while waiting (a polling loop forks grep/sleep, and fork+exec is very
+    One ssh session runs `tail -v -n 0 -F` on the logs in dom0: it blocks in inotify, so
+    dom0 spends no CPU while waiting (a polling loop forks grep/sleep, and fork+exec is very
     expensive in a PV dom0 under TCG: ~35 % of a pCPU at one poll per 2 s). If dom0 goes
-    away (QEMU killed, host crashed) the ssh session ends and `wait` raises at once."""
+    away (QEMU killed, host crashed) the ssh session ends and `wait` raises at once.
+
+    tail copies whatever it has read of each file, so when xenconsoled has written half a
+    line of one guest's log, another guest's data can follow before the rest of it (two
+    guests of a fixed-duration run finish together). `-v` makes tail name the file each
+    time it switches ("\\n==> FILE <==\\n", GNU tail's write_header(): the leading newline
+    is tail's, not the file's), and `_feed` puts every file's bytes back together before
+    cutting them into lines."""
 
     READY = "SCHEDLAB-FOLLOW-READY"
+    HEADER = re.compile(rb"==> (.*) <==\n")
 
     def __init__(self, host: Host, names: list[str], timeout: float = 120):
         self.names = list(names)
         logs = [Domains.console_log(n) for n in names]
-        argv = host.ssh_argv(["sh", "-c", f'echo {self.READY}; exec tail -q -n 0 -F "$@"', "_", *logs])
+        # The empty line after READY keeps READY apart from tail's first header.
+        argv = host.ssh_argv(["sh", "-c", f'echo {self.READY}; echo; exec tail -v -n 0 -F "$@"', "_", *logs])
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, bufsize=0)
         self._buf = b""
+        self._file: str | None = None          # the file tail's output is from now
+        self._part: dict[str | None, bytes] = {}   # a file's line tail has given only part of
+        self._lines: list[bytes] = []
         try:
             self._next_line(time.monotonic() + timeout, want=self.READY)
             time.sleep(0.5)          # tail has opened the files and reached their ends
@@ -202,15 +214,32 @@ class ConsoleFollower:
             self.close()
             raise
 
+    def _feed(self, chunk: bytes) -> None:
+        """tail's output -> whole lines of the files, in self._lines."""
+        self._buf += chunk
+        while (i := self._buf.find(b"\n")) >= 0:
+            rest = self._buf[i + 1:]
+            # A header may start after this newline. Nothing after it yet: a whole line (tail
+            # writes a header with its leading newline in one go, after flushing the part).
+            if rest and rest[:4] == b"==> "[:len(rest[:4])]:
+                m = self.HEADER.match(rest)
+                if m:                 # the newline was tail's: the line goes on later
+                    self._part[self._file] = self._part.get(self._file, b"") + self._buf[:i]
+                    self._file = m.group(1).decode(errors="replace")
+                    self._buf = rest[m.end():]
+                    continue
+                if b"\n" not in rest:  # not decidable yet: wait for the rest of that line
+                    return
+            self._lines.append(self._part.pop(self._file, b"") + self._buf[:i])
+            self._buf = rest
+
     def _next_line(self, deadline: float, want: str | None = None) -> str:
         fd = self.proc.stdout.fileno()
         while True:
-            if b"\n" in self._buf:
-                line, self._buf = self._buf.split(b"\n", 1)
-                text = line.decode(errors="replace").strip("\r ")
+            while self._lines:
+                text = self._lines.pop(0).decode(errors="replace").strip("\r ")
                 if want is None or want in text:
                     return text
-                continue
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
@@ -222,7 +251,7 @@ class ConsoleFollower:
                 rc = self.proc.wait(timeout=10)
                 err = self.proc.stderr.read().decode(errors="replace")[-1500:]
                 raise HostError(f"the ssh session following the guest consoles ended (exit {rc}): {err}")
-            self._buf += chunk
+            self._feed(chunk)
 
     def wait(self, marker: str, timeout: float, fatal: tuple[str, ...] = ("Kernel panic",),
              started: str | None = None, nudge=None, nudge_after: float = 8.0,
@@ -261,6 +290,8 @@ class ConsoleFollower:
             for f in fatal:
                 if f in line:
                     raise RunFailed(f"a guest console shows {f!r}: {line[:500]}")
+            if line.count(marker) > 1 or (started and line.count(started) > 1):
+                raise RunFailed(f"two guests' console lines ran into one: {line[:500]}")
             m = re.search(r"\bvm=(\S+)", line)
             if not m or m.group(1) not in self.names:
                 continue

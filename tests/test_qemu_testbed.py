@@ -11,6 +11,7 @@ shared testbed first.
 from __future__ import annotations
 
 import copy
+import re
 import datetime as dt
 import os
 import shutil
@@ -66,6 +67,20 @@ def test_host_argv_quoting():
     assert argv[-1] == "sh -c 'echo $HOME; rm -rf /' 'a b'"
     with pytest.raises(TypeError):
         h.run("echo hi")
+
+
+def test_numa_argv():
+    """Fast, always runs: QEMU's -numa arguments for S4's emulated 2-node host."""
+    from schedlab.testbeds.base import RunFailed
+    from schedlab.testbeds.qemu import numa_argv
+    assert numa_argv(1, 2, 2048) == []
+    assert numa_argv(2, 2, 3072) == ["-object", "memory-backend-ram,id=mem0,size=1536M",
+                                     "-numa", "node,nodeid=0,cpus=0,memdev=mem0",
+                                     "-object", "memory-backend-ram,id=mem1,size=1536M",
+                                     "-numa", "node,nodeid=1,cpus=1,memdev=mem1"]
+    assert "node,nodeid=1,cpus=2-3,memdev=mem1" in numa_argv(2, 4, 4096)
+    with pytest.raises(RunFailed, match="must divide"):
+        numa_argv(2, 3, 2048)
 
 
 @needs_qemu
@@ -167,6 +182,24 @@ def test_s3_bursts_and_xentrace_end_to_end(testbed):
         ran = [sum(v["run_ticks_by_pcpu"].values()) for v in r.counters["per_vcpu"].values()]
         assert all(t > 0 for t in ran) and r.counters["trace"]["lost_records"] == 0
         assert all(v["flavour"] == "none" and v["sleeps"] > 0 for v in r.counters["per_vm"].values())
+    finally:
+        tb.close()
+
+
+@needs_qemu_all
+def test_two_numa_nodes_boot(testbed):
+    """numa_nodes: 2 (S4's host): Xen sees 2 nodes with one pCPU and half the memory each
+    (the boot check compares xl info's nr_nodes with the option)."""
+    from schedlab import config
+    from schedlab.testbeds.qemu import QemuTestbed
+    testbed.close()
+    s3 = copy.deepcopy(config.load_study("s3"))
+    tb = QemuTestbed(build=FORCED, numa_nodes=2, memory_mb=3072)
+    try:
+        info = tb.boot_check(s3, "d0")
+        assert info["nr_nodes"] == "2" and info["nr_cpus"] == "2"
+        topo = tb._vm.host.run(["xl", "info", "-n"], timeout=60).stdout
+        assert re.search(r"^\s*1:\s+\d+\s+\d+\s+1\s*$", topo, re.M), topo   # cpu 1 (core, socket) on node 1
     finally:
         tb.close()
 

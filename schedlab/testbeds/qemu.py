@@ -39,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
     "cpu": "Haswell-noTSX",       # -cpu max crashes dom0 early; KVM: nested Xen stalls
     "smp": 2,
     "memory_mb": 2048,
+    "numa_nodes": 1,              # >1: QEMU -numa, the pCPUs and memory split evenly (S4's 2-node host);
+                                  # Xen reads the nodes from the ACPI SRAT QEMU builds, checked at boot
     "dom0_memory_mb": 1024,
     "scheduler": "credit",        # Xen 4.17 defaults to credit2; the studies are about credit1
     "xen_cmdline_extra": "",
@@ -71,6 +73,22 @@ def host_cpu_ticks() -> list[int]:
             return [int(x) for x in f.readline().split()[1:1 + len(HOST_TICKS)]]
     except (OSError, ValueError):
         return []
+
+
+def numa_argv(nodes: int, smp: int, memory_mb: int) -> list[str]:
+    """QEMU arguments for an emulated host of `nodes` NUMA nodes, each with an equal share of
+    the vCPUs (Xen's pCPUs) and of the memory; nothing for one node."""
+    if nodes <= 1:
+        return []
+    if smp % nodes or memory_mb % nodes:
+        raise RunFailed(f"numa_nodes={nodes} must divide smp={smp} and memory_mb={memory_mb}")
+    per_cpu, per_mb = smp // nodes, memory_mb // nodes
+    out: list[str] = []
+    for i in range(nodes):
+        cpus = f"{i * per_cpu}" if per_cpu == 1 else f"{i * per_cpu}-{(i + 1) * per_cpu - 1}"
+        out += ["-object", f"memory-backend-ram,id=mem{i},size={per_mb}M",
+                "-numa", f"node,nodeid={i},cpus={cpus},memdev=mem{i}"]
+    return out
 
 
 def _free_port() -> int:
@@ -124,6 +142,7 @@ class QemuVM:
         modules = f"{self.images.kernel} {self.dom0_cmdline},{self.images.initrd}"
         return ["nice", "-n", "10", "qemu-system-x86_64",
                 "-accel", c["accel"], "-cpu", c["cpu"], "-smp", str(c["smp"]), "-m", str(c["memory_mb"]),
+                *numa_argv(int(c.get("numa_nodes", 1)), int(c["smp"]), int(c["memory_mb"])),
                 "-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
                 "-kernel", str(self.xen), "-append", self.xen_cmdline, "-initrd", modules,
                 "-serial", f"file:{self.serial_log}",
@@ -282,6 +301,7 @@ class QemuTestbed(Testbed):
             "testbed": "qemu",
             "qemu": qv.stdout.splitlines()[0] if qv.returncode == 0 else "missing",
             "accel": o["accel"], "cpu": o["cpu"], "smp": o["smp"], "memory_mb": o["memory_mb"],
+            **({"numa_nodes": o["numa_nodes"]} if o["numa_nodes"] != 1 else {}),
             "xen_build": o["xen_build"],
             "xen_debian": im.xen_meta,   # Debian's prebuilt one; each run's counters.xen has what it booted
             "dom0": {k: im.dom0_meta[k] for k in ("suite", "kernel", "versions", "sha256")},
@@ -337,7 +357,7 @@ class QemuTestbed(Testbed):
                                    "build_id": vm.info.get("build_id")}
             res.counters["booted"] = {k: vm.info.get(k) for k in
                                       ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")}
-            res.counters["qemu"] = {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "xen_build")}
+            res.counters["qemu"] = {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "numa_nodes", "xen_build")}
             res.counters["host_loadavg"] = os.getloadavg()   # this machine's load: TCG speed depends on it
             ticks1 = host_cpu_ticks()
             if ticks0 and len(ticks1) == len(ticks0):
@@ -380,7 +400,7 @@ class QemuTestbed(Testbed):
     # -- booting -------------------------------------------------------------------------------
     def _ensure_vm(self, xen: Path, cmdline: str, cfg: dict) -> QemuVM:
         key = (str(xen), qi.sha256_file(xen), cmdline, json.dumps(
-            {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb")}, sort_keys=True))
+            {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "numa_nodes")}, sort_keys=True))
         if self._vm is not None and self._vm_key == key and self._vm.alive():
             return self._vm
         self.close()
@@ -423,6 +443,8 @@ class QemuTestbed(Testbed):
             v = info.get(k, "")
             if v and v.encode() not in blob:
                 problems.append(f"{k} {v!r} is not in {xen.name} (sha256 {qi.sha256_file(xen)[:12]})")
+        if str(info.get("nr_nodes", "1")) != str(cfg["numa_nodes"]):
+            problems.append(f"nr_nodes is {info.get('nr_nodes')!r}, wanted {cfg['numa_nodes']} (numa_nodes)")
         ver = info.get("xen_version", "")
         if not ver or f"{info.get('xen_major')}.{info.get('xen_minor')}{info.get('xen_extra')}" != ver:
             problems.append(f"xen_version {ver!r} inconsistent with major/minor/extra")

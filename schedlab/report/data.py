@@ -92,8 +92,8 @@ def machine_load(recs: list[dict]) -> dict:
     steal = []
     for r in recs:
         t = (r.get("counters") or {}).get("host_cpu_ticks") or {}
-        if sum(t.values()):
-            steal.append(100.0 * t.get("steal", 0) / sum(t.values()))
+        if total := sum(t.values()):
+            steal.append(100.0 * t.get("steal", 0) / total)
     out: dict = {}
     if load:
         out["load"] = (min(load), max(load))

@@ -100,7 +100,7 @@ def placement(data: bytes, domids: dict[int, str] | None = None) -> dict[str, An
     events.sort()
     last_cpu: dict[tuple[int, int], int] = {}
     since: dict[tuple[int, int], tuple[int, int]] = {}
-    migr: dict[tuple[int, int], int] = defaultdict(int)
+    migr: dict[tuple[int, int], int] = {}
     run: dict[tuple[int, int], dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for tsc, _, cpu, ev, word in events:
         dom, vcpu = word >> 16, word & 0xFFFF
@@ -110,7 +110,7 @@ def placement(data: bytes, domids: dict[int, str] | None = None) -> dict[str, An
         key = (dom, vcpu)
         if new == RUNNING:
             if key in last_cpu and last_cpu[key] != cpu:
-                migr[key] += 1
+                migr[key] = migr.get(key, 0) + 1
             last_cpu[key] = cpu
             since[key] = (cpu, tsc)
             run[key]          # the vCPU ran, even if the trace ends before it stops
@@ -123,7 +123,7 @@ def placement(data: bytes, domids: dict[int, str] | None = None) -> dict[str, An
     name = (lambda d: domids[d]) if domids is not None else (lambda d: f"d{d}")
     per_vcpu = {f"{name(d)}/{v}": {"migrations": migr.get((d, v), 0),
                                    "run_ticks_by_pcpu": {str(c): t for c, t in sorted(run[(d, v)].items())}}
-                for d, v in sorted(set(run) | set(migr))}
+                for d, v in sorted(run)}       # a migrated vCPU ran, so run has every key
     return {"migrations": sum(migr.values()), "per_vcpu": per_vcpu, "records": nrec,
             "lost_records": lost, "pcpus": sorted(pcpus),
             "tsc_span": (tmax - tmin) if tmin is not None else 0}
@@ -158,7 +158,7 @@ class Trace:
         pid, p, self.pid = self.pid, self.path, None
         # SIGINT: xentrace flushes what the buffers hold, disables tracing and exits.
         r = self.host.run(["sh", "-c", f"kill -INT {pid}; i=0; while kill -0 {pid} 2>/dev/null; do "
-                                       f"i=$((i+1)); [ $i -gt 200 ] && exit 3; sleep 0.1; done; cat {p}.log"],
+                                       f"i=$((i+1)); [ $i -gt 200 ] && exit 3; sleep 0.1; done"],
                           timeout=60, check=False)
         if r.returncode == 3:
             raise TraceError(f"xentrace (pid {pid}) did not exit within 20 s of SIGINT")

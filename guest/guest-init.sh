@@ -15,6 +15,11 @@
 #   also carries guest_ticks=user,nice,system,idle,iowait,irq,softirq,steal: the guest's
 #   /proc/stat deltas over the run (USER_HZ ticks). "stat <token>" prints the guest's
 #   /proc/stat cpu line (SCHEDLAB-GUEST-STAT) without running anything.
+#   "bench <token> <program> <args...>" runs a benchmark program of the initramfs (S4:
+#   sysbench, forkexec) and prints SCHEDLAB-BENCH-START, then one line
+#     SCHEDLAB-BENCH-RESULT token=<token> vm=<name> rc=<exit status> guest_ticks=... out=<base64>
+#   with the program's output (stdout and stderr, at most 6000 bytes) as base64, so that
+#   dom0 parses it with the benchmark pack's own parser (schedlab/packs/).
 /bin/busybox mkdir -p /proc /sys /dev /tmp /bin /sbin /usr/bin /usr/sbin
 /bin/busybox --install -s
 export PATH=/sbin:/bin:/usr/sbin:/usr/bin
@@ -82,6 +87,21 @@ run_lock() {
     fi
 }
 
+run_bench() {
+    tok=$1; shift
+    echo "SCHEDLAB-BENCH-START token=$tok vm=$name prog=$1 uptime=$(cut -d' ' -f1 /proc/uptime)"
+    case "$1" in
+        sysbench|forkexec) ;;
+        *) echo "SCHEDLAB-BENCH-RESULT token=$tok vm=$name rc=127 error=unknown-program-$1"; return ;;
+    esac
+    t0=$(cpu_ticks)
+    "$@" >/tmp/bench.out 2>&1 </dev/null
+    rc=$?
+    t1=$(cpu_ticks)
+    echo "SCHEDLAB-BENCH-RESULT token=$tok vm=$name rc=$rc guest_ticks=$(ticks_delta "$t0" "$t1")" \
+         "out=$(head -c 6000 /tmp/bench.out | base64 -w 0)"
+}
+
 if [ "$role" = lock ]; then
     # Canonical input, no echo: read blocks until dom0 sends a whole line.
     stty -F /dev/hvc0 -echo icanon 2>/dev/null
@@ -91,6 +111,8 @@ if [ "$role" = lock ]; then
             case "$cmd" in
                 # A command may come twice (dom0 re-sends one a guest did not answer): run once.
                 run) if [ -n "$tok" ] && [ "$tok" != "$last" ]; then last=$tok; run_lock "$tok"; fi ;;
+                # rest: the program and its arguments, one word each (unquoted on purpose)
+                bench) if [ -n "$tok" ] && [ "$tok" != "$last" ]; then last=$tok; run_bench "$tok" $rest; fi ;;
                 stat) echo "SCHEDLAB-GUEST-STAT token=$tok vm=$name cpu_ticks=$(cpu_ticks | tr ' ' ,)" \
                            "uptime=$(cut -d' ' -f1 /proc/uptime) intr=$(sed -n 's/^intr \([0-9]*\).*/\1/p' /proc/stat)" ;;
             esac

@@ -110,6 +110,10 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
             bad = [w for w in (want if isinstance(want, list) else [want]) if w not in study["axes"][axis]]
             if bad:
                 fail(["metrics", i, "when", axis], f"{bad[0]!r} is not a value of axis {axis}")
+        for j, tb in enumerate(m.get("testbeds") or []):
+            if tb not in study["testbeds"]:
+                fail(["metrics", i, "testbeds", j], f"testbed {tb!r} is not one of the study's "
+                                                     f"(testbeds: {', '.join(study['testbeds'])})")
     for tb, over in study["testbeds"].items():
         for axis, values in over.get("axes", {}).items():
             if axis not in study["axes"]:
@@ -167,9 +171,12 @@ def points(study: dict, testbed: str) -> list[dict]:
     return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
 
 
-def metric_applies(metric: dict, point: dict) -> bool:
+def metric_applies(metric: dict, point: dict, testbed: str | None = None) -> bool:
     """A metric with `when: {axis: value(s)}` belongs only to the points that match
-    (S2 native: pgbench_tps only where bench=pgbench)."""
+    (S2 native: pgbench_tps only where bench=pgbench); one with `testbeds: [...]` only to
+    those testbeds (checked when `testbed` is given)."""
+    if testbed is not None and testbed not in (metric.get("testbeds") or [testbed]):
+        return False
     for axis, want in (metric.get("when") or {}).items():
         values = want if isinstance(want, list) else [want]
         if point.get(axis) not in values and str(point.get(axis)) not in map(str, values):
@@ -177,9 +184,17 @@ def metric_applies(metric: dict, point: dict) -> bool:
     return True
 
 
-def metrics_for(study: dict, point: dict) -> list[dict]:
-    """The study's metrics that a run at `point` must report."""
-    return [m for m in study["metrics"] if metric_applies(m, point)]
+def metrics_for(study: dict, point: dict, testbed: str | None = None) -> list[dict]:
+    """The study's metrics that a run at `point` (on `testbed`) must report."""
+    return [m for m in study["metrics"] if metric_applies(m, point, testbed)]
+
+
+def for_testbed(study: dict, testbed: str) -> dict:
+    """The study as one testbed sees it: only the metrics that exist there (`testbeds:`).
+    Tables, comparisons and notebooks work on this view."""
+    out = dict(study)
+    out["metrics"] = [m for m in study["metrics"] if testbed in (m.get("testbeds") or [testbed])]
+    return out
 
 
 def point_id(point: dict) -> str:

@@ -180,7 +180,7 @@ class PointRunner:
                     "finished": _now(), "duration_s": time.monotonic() - t0})
                 print(f"{tag}: FAILED (attempt {attempt}): {e}", file=self.log, flush=True)
                 continue
-            missing = [m["name"] for m in config.metrics_for(self.study, self.point) if m["name"] not in result.metrics]
+            missing = [m["name"] for m in config.metrics_for(self.study, self.point, self.testbed_name) if m["name"] not in result.metrics]
             if missing:
                 raise RunFailed(f"testbed {self.testbed_name} returned no value for metric(s) {', '.join(missing)}")
             rec = {**base, "run_id": run_id, "status": "ok", "attempt": attempt,

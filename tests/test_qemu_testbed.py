@@ -205,6 +205,33 @@ def test_two_numa_nodes_boot(testbed):
 
 
 @needs_qemu_all
+def test_s4_numa_mix_end_to_end(testbed):
+    """S4 on a 2-node host: guests' memory on their home nodes, the variant's affinity set
+    with xl vcpu-pin, sysbench memory and forkexec inside the guests, and the share of run
+    time on the home node from Xen's trace (pinned: all of it)."""
+    from schedlab import config
+    from schedlab.testbeds.qemu import QemuTestbed
+    testbed.close()
+    s4 = copy.deepcopy(config.load_study("s4"))
+    s4["testbeds"]["qemu"]["options"].update(lock_vms_booted=2, numa_phase_s=3, numa_forkexec_iterations=10)
+    tb = QemuTestbed(build=FORCED)
+    try:
+        r = tb.run_once(s4, "numa", {"vms": 2}, seed=1)
+        c = r.counters
+        assert c["home_node"] == {"lock1": 0, "lock2": 1}
+        assert c["memory_pages_by_node"]["lock1"][0] > 0 and c["memory_pages_by_node"]["lock2"].get(0) == 0
+        assert c["affinity"]["lock1"] == ["all / 0", "all / 0"] and c["affinity"]["lock2"] == ["all / 1", "all / 1"]
+        assert 0 < r.metrics["home_share"] <= 100
+        assert r.metrics["bursts"] > 0 and r.metrics["sysbench"] > 0 and r.metrics["lmbench"] > 0
+        assert "MiB transferred" in c["phases"]["sysbench"]["output"]["lock1"]
+        p = tb.run_once(s4, "pinned", {"vms": 2}, seed=2)        # same boot, same guests
+        assert p.counters["boot"]["runs_in_boot"] == 2 and not p.counters.get("guest_start_seconds", {}).get("lock1")
+        assert p.metrics["home_share"] == 100.0
+    finally:
+        tb.close()
+
+
+@needs_qemu_all
 def test_qemu_killed_mid_run(testbed, tmp_path, monkeypatch):
     """A study run whose QEMU is SIGKILLed while the first run measures: that run leaves a
     failure record (with the serial log's tail), the host is booted again, the remaining

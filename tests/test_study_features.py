@@ -31,6 +31,29 @@ def test_when_naming_an_unknown_axis_value_is_an_error(tmp_path):
         config.load_study(p)
 
 
+def test_testbed_metrics_exist_only_on_their_testbeds():
+    st = config.load_study("s4")
+    assert [m["name"] for m in config.metrics_for(st, {"vms": 2}, "sim")] == ["specjbb", "sysbench", "lmbench"]
+    assert [m["name"] for m in config.metrics_for(st, {"vms": 2}, "qemu")] == ["bursts", "sysbench", "lmbench",
+                                                                               "home_share"]
+    assert [m["name"] for m in config.for_testbed(st, "qemu")["metrics"]] == ["bursts", "sysbench", "lmbench",
+                                                                              "home_share"]
+    # without a testbed, every metric (the run definition lists them all)
+    assert len(config.metrics_for(st, {"vms": 2})) == 5
+
+
+def test_metric_on_an_unknown_testbed_is_an_error(tmp_path):
+    text = (config.STUDIES_DIR / "s4.yaml").read_text().replace("testbeds: [sim]}", "testbeds: [sim, lab2]}", 1)
+    p = tmp_path / "s4.yaml"
+    p.write_text(text)
+    with pytest.raises(config.ConfigError, match=r"s4.yaml:\d+: field metrics.0.testbeds"):
+        config.load_study(p)
+    text = text.replace("testbeds: [sim, lab2]}", "testbeds: [sim]}").replace("  lab: {}\n", "")
+    p.write_text(text)
+    with pytest.raises(config.ConfigError, match=r"s4.yaml:\d+: field metrics.1.testbeds.1: testbed 'lab'"):
+        config.load_study(p)
+
+
 def _runs(study, rng):
     """Synthetic runs (a statistics test, not a result): each point reports only its metric."""
     rows = []

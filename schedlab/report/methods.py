@@ -60,7 +60,7 @@ def power_text(study: dict, testbed: str, runs) -> str:
     axes = list(config.testbed_settings(study, testbed)["axes"])
     ran = config.testbed_settings(study, testbed)["runs"]
     worst, where = 0, ""
-    for m in study["metrics"]:
+    for m in config.for_testbed(study, testbed)["metrics"]:
         if m["name"] not in runs:
             continue
         for keys, grp in runs[runs["variant"] == base].groupby(axes):

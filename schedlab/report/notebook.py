@@ -40,7 +40,9 @@ class StudyContext:
         root = repo_root()
         self.data_dir = (root / self.data_dir).resolve()
         self.out_dir = (root / self.out_dir).resolve()
-        self.study = config.load_study(root / self.studies_dir / f"{self.study_name}.yaml")
+        # The study as this testbed sees it: only the metrics it reports (`testbeds:`).
+        self.study = config.for_testbed(config.load_study(root / self.studies_dir / f"{self.study_name}.yaml"),
+                                        self.testbed)
         if self.margin_pct is None:
             self.margin_pct = self.study.get("equivalence_margin_pct")
         self.runs = rdata.load_runs(self.data_dir, self.testbed, self.study_name)

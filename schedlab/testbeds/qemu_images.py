@@ -49,11 +49,17 @@ XEN_SOURCE_PACKAGE = "xen"
 DOM0_PACKAGES = [
     "xen-utils-4.17", "xen-utils-common", "openssh-server", "busybox", "iperf3", "sockperf",
     "iproute2", "bridge-utils", "kmod", "procps", "linux-image-amd64", "initramfs-tools", "udev",
+    "sysbench",     # S4's memory benchmark, copied into the guest initramfs
 ]
 # Kernel modules the PV guest needs (the Debian kernel has them as modules), in load order.
 GUEST_MODULES = ["drivers/net/xen-netfront.ko"]
+REPO = Path(__file__).resolve().parents[2]
+GUEST_DIR = REPO / "guest"
 # Binaries copied (with their shared libraries) from the dom0 rootfs into the guest initramfs.
-GUEST_BINARIES = ["/usr/bin/busybox", "/usr/bin/iperf3", "/usr/bin/sockperf"]
+GUEST_BINARIES = ["/usr/bin/busybox", "/usr/bin/iperf3", "/usr/bin/sockperf", "/usr/bin/sysbench"]
+# S4's fork/exec latency benchmark (schedlab/packs/forkexec.c), static, in the guest's /bin.
+FORKEXEC_SOURCE = REPO / "schedlab" / "packs" / "forkexec.c"
+GUEST_FORKEXEC = "bin/forkexec"
 # The lock benchmark (S0, S2): an out-of-tree module built from guest/lockmod/ against Debian's
 # headers of the guest kernel; in the guest initramfs outside lib/modules (guest-init.sh loads
 # everything in lib/modules at boot, this one only when dom0 starts a run).
@@ -61,8 +67,6 @@ LOCKMOD_SOURCES = ["lockmod.c", "Kbuild", "Makefile"]
 GUEST_LOCKMOD = "lib/lockmod/lockmod.ko"
 HOST_KEY_ALIAS = "schedlab-dom0"
 
-REPO = Path(__file__).resolve().parents[2]
-GUEST_DIR = REPO / "guest"
 
 Log = Callable[[str], None]
 
@@ -172,6 +176,7 @@ def dom0_key() -> str:
     scripts["initrd_modules"] = DOM0_INITRD_MODULES
     # The guest's lock module: a changed source (or recipe) means a new image.
     scripts["lockmod"] = lockmod_key("*", "*")
+    scripts["forkexec"] = forkexec_key()
     return _key({"recipe": RECIPE_VERSION, "what": "dom0", "rootfs": rootfs_key(),
                  "guest_modules": GUEST_MODULES, "guest_binaries": GUEST_BINARIES, "scripts": scripts})
 
@@ -323,8 +328,40 @@ def build_lockmod(kver: str, version: str, *, build: bool = True, log: Log | Non
     return _finish(tmp, final) / "lockmod.ko"
 
 
+def forkexec_key() -> str:
+    import inspect
+    return _key({"recipe": RECIPE_VERSION, "what": "forkexec",
+                 "source": hashlib.sha256(FORKEXEC_SOURCE.read_bytes()).hexdigest(),
+                 "code": hashlib.sha256(inspect.getsource(build_forkexec).encode()).hexdigest()})
+
+
+def build_forkexec(*, build: bool = True, log: Log | None = _stderr) -> Path:
+    """schedlab/packs/forkexec.c as a static binary for the PV guest (whose initramfs has no
+    compiler), built with this machine's cc (Debian's gcc-12 and glibc, the dom0 suite's),
+    symbols and build-id stripped. Static, so the exec'd helper is the same binary without a
+    dynamic loader (LMBench's lat_proc exec runs a small helper too). Cached by source hash."""
+    final = cache_root() / "forkexec" / forkexec_key()
+    if (final / "meta.json").exists():
+        return final / "forkexec"
+    if not build:
+        raise FileNotFoundError(f"forkexec not built: {final}")
+    cc = shutil.which("cc")
+    if not cc:
+        raise RuntimeError("cc not found (apt-get install gcc libc6-dev): needed for the guest's forkexec")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=final.parent))
+    out = tmp / "forkexec"
+    _run([cc, "-O2", "-static", "-o", out, FORKEXEC_SOURCE], log)
+    _run(["strip", "--strip-all", "--remove-section=.note.gnu.build-id", out], log)
+    version = _run([cc, "--version"]).stdout.splitlines()[0]
+    (tmp / "meta.json").write_text(json.dumps({"cc": version, "flags": "-O2 -static",
+                                               "sha256": sha256_file(out), "size_bytes": out.stat().st_size},
+                                              indent=2) + "\n")
+    return _finish(tmp, final) / "forkexec"
+
+
 def _build_guest_initrd(root: Path, kver: str, out: Path, log: Log | None,
-                        lockmod: Path | None = None) -> None:
+                        lockmod: Path | None = None, forkexec: Path | None = None) -> None:
     with tempfile.TemporaryDirectory(dir=out.parent) as d:
         stage = Path(d)
         for sub in ("bin", "sbin", "proc", "sys", "dev", "tmp", "lib/modules", "etc"):
@@ -354,6 +391,9 @@ def _build_guest_initrd(root: Path, kver: str, out: Path, log: Log | None,
         if lockmod is not None:
             (stage / GUEST_LOCKMOD).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(lockmod, stage / GUEST_LOCKMOD)
+        if forkexec is not None:
+            shutil.copy(forkexec, stage / GUEST_FORKEXEC)
+            os.chmod(stage / GUEST_FORKEXEC, 0o755)
         shutil.copy(GUEST_DIR / "guest-init.sh", stage / "init")
         os.chmod(stage / "init", 0o755)
         (stage / "etc/passwd").write_text("root:x:0:0:root:/:/bin/sh\n")
@@ -480,7 +520,8 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
     t_mod = time.monotonic()
     lockmod = build_lockmod(kver, kpkg_version, log=log)
     times["lockmod"] = round(time.monotonic() - t_mod, 1)
-    _build_guest_initrd(root, kver, tmp / "guest-initrd.img", log, lockmod)
+    forkexec = build_forkexec(log=log)
+    _build_guest_initrd(root, kver, tmp / "guest-initrd.img", log, lockmod, forkexec)
     gdir = root / "var/lib/schedlab/guest"
     gdir.mkdir(parents=True, exist_ok=True)
     shutil.copy(tmp / "guest-vmlinuz", gdir / "vmlinuz")
@@ -502,10 +543,11 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
     meta = {
         "suite": SUITE, "mirror": MIRROR, "kernel": kver,
         "versions": {p: pkgs.get(p) for p in ["xen-utils-4.17", "linux-image-" + kver, "openssh-server",
-                                              "busybox", "iperf3", "sockperf"]},
+                                              "busybox", "iperf3", "sockperf", "sysbench"]},
         "sha256": {n: sha256_file(tmp / n) for n in ("vmlinuz", "initrd.img", "guest-vmlinuz",
                                                      "guest-initrd.img", "packages.txt")},
         "lockmod": json.loads((lockmod.parent / "meta.json").read_text()),
+        "forkexec": json.loads((forkexec.parent / "meta.json").read_text()),
         "sizes_bytes": {"rootfs_tree": used, "disk.img": img.stat().st_size,
                         "disk.img_allocated": img.stat().st_blocks * 512,
                         **{n: (tmp / n).stat().st_size for n in ("vmlinuz", "initrd.img", "guest-initrd.img")}},

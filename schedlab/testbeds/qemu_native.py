@@ -484,7 +484,7 @@ class NativeRunner:
             raise RunFailed(f"native: unknown bench {bench!r} (known: {', '.join(PACK_METRIC)})")
         threads = int(point.get("threads", 1))
         from schedlab import config as sl_config
-        wanted = [m["name"] for m in sl_config.metrics_for(study, point)]
+        wanted = [m["name"] for m in sl_config.metrics_for(study, point, "qemu")]
         if len(wanted) != 1:
             raise RunFailed(f"study {study['study']}: point {point} needs metric(s) {wanted}; the native "
                             f"runner reports one per bench (a metric with when: {{bench: {bench}}})")

@@ -13,6 +13,9 @@ RunResult. One module per workload kind (the study file's `workload.kind`):
                fixed time, PV spinlocks on/off; lock ops/s and p99 lock wait
     bursts     S3: VMs of 2 vCPUs doing CPU bursts and short sleeps (guest/lockmod/, no lock);
                throughput, and vCPU migrations/s from Xen's runstate trace (xentrace.py)
+    numamix    S4: VMs with their memory on one node of a 2-node host, no affinity / pinned /
+               soft affinity; bursts, sysbench memory, fork+exec latency, and the share of
+               run time on the home node from Xen's trace
 
 Besides the testbed options, the options a workload gets carry the variant's guest
 settings (`variant_options`): `variant_guest` = the variant's `guest:` block of the study
@@ -23,7 +26,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..testbeds.base import RunFailed, RunResult
-from . import bursts, lockstorm, lockwork, netpair
+from . import bursts, lockstorm, lockwork, netpair, numamix
 
 # kind -> run(host, domains, options, point, seed, booted) -> RunResult
 WORKLOADS: dict[str, Callable[..., RunResult]] = {
@@ -31,6 +34,7 @@ WORKLOADS: dict[str, Callable[..., RunResult]] = {
     "ddk-build": lockwork.run,
     "lock-storm": lockstorm.run,
     "specjbb-like": bursts.run,
+    "numa-mix": numamix.run,
 }
 
 # Options every workload understands, with defaults; testbeds merge the study's
@@ -40,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     **lockwork.DEFAULTS,
     **lockstorm.DEFAULTS,
     **bursts.DEFAULTS,
+    **numamix.DEFAULTS,
 }
 
 

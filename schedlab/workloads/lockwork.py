@@ -154,8 +154,12 @@ def merge_hists(results: list[dict]) -> dict[int, int]:
 
 
 # -- running the module in several VMs at once ----------------------------------------------------
-def lock_cfg(name: str, opts: dict, modparams: dict[str, Any], boot: str = "") -> str:
-    """xl config of one lock guest: role=lock, the module's parameters on its command line."""
+def lock_cfg(name: str, opts: dict, modparams: dict[str, Any], boot: str = "", cpus_soft: str | None = None) -> str:
+    """xl config of one lock guest: role=lock, the module's parameters on its command line.
+    Hard affinity "all" (not pinned, and no libxl automatic NUMA placement). `cpus_soft`:
+    soft affinity at creation; S4 gives "node:N" so that the guest's memory comes from node N
+    (libxl derives the domain's node affinity from it; a hard `cpus="node:N"` does not place
+    memory in Xen 4.17, measured with xl debug-keys u)."""
     params = " ".join(f"lockmod.{k}={v}" for k, v in modparams.items())
     for k, v in modparams.items():
         if not re.fullmatch(r"[a-z_]+", k) or not re.fullmatch(r"[A-Za-z0-9_.-]+", str(v)):
@@ -166,22 +170,22 @@ def lock_cfg(name: str, opts: dict, modparams: dict[str, Any], boot: str = "") -
     if boot:
         extra += f" {boot}"
     return guest_cfg(name, extra=extra, memory_mb=opts["lock_memory_mb"], vcpus=int(opts["guest_vcpus"]),
-                     cpus="all", weight=256)
+                     cpus="all", cpus_soft=cpus_soft, weight=256)
 
 
-def run_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str], names_run: list[str],
-                 modparams: dict[str, Any], boot: str, seed: int, counters: dict,
-                 during: Callable[[], ContextManager] | None = None) -> dict[str, dict]:
-    """Make sure the guests `names_booted` run with the given module parameters and boot
-    options (reused when unchanged), start the benchmark in `names_run` at once, wait for
-    their results. Returns {name: parsed result}; fills `counters`. `during`: a context
-    entered just before the trigger and left when every result is in (e.g. a xentrace)."""
+def ensure_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str], names_run: list[str],
+                    modparams: dict[str, Any], boot: str, counters: dict,
+                    cpus_soft: dict[str, str] | None = None) -> None:
+    """Make sure the guests `names_booted` run with the given module parameters, boot
+    options and creation soft affinity (`cpus_soft`: name -> xl cpus_soft); reused when
+    unchanged. Fills `counters`."""
     # Guests boot concurrently, sharing 2 pCPUs with each other and dom0 (under load: ~2-3 min).
     timeout = float(opts["guest_timeout_s"]) * max(1, len(names_booted))
     h.run(["xl", "vcpu-pin", "Domain-0", "all", "all"], timeout=60)
     # Guests of other workloads (S1's io/cpu, ...) would compete for the pCPUs: destroy them.
     doms.destroy_all(keep=tuple(names_booted) + tuple(n for n in doms.created if n.startswith("lock")))
-    starts = doms.ensure_many({n: lock_cfg(n, opts, modparams, boot) for n in names_booted}, timeout)
+    starts = doms.ensure_many({n: lock_cfg(n, opts, modparams, boot, (cpus_soft or {}).get(n))
+                               for n in names_booted}, timeout)
     counters["guest_start_seconds"] = {n: round(s, 1) for n, s in starts.items()}
     state = doms.list()
     counters["domains"] = state
@@ -189,15 +193,25 @@ def run_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str], na
         if n not in state or set("csd") & set(state[n]):
             raise RunFailed(f"lock guest {n} is not running ({state.get(n)})")
     counters["xl_create_seconds"] = dict(getattr(doms, "create_seconds", {}) or {}) if any(starts.values()) else {}
+
+
+def trigger(doms: Domains, names: list[str], command: str, seed: int, timeout: float, counters: dict,
+            result: str = RESULT, start: str = START,
+            during: Callable[[], ContextManager] | None = None) -> dict[str, str]:
+    """Write `<command> <token>[ <args>]` (command: "run", or "bench PROGRAM ARGS...") into the
+    consoles of `names` at once and wait for each one's `result` line. Returns {name: line};
+    fills `counters` (timings, the token, the raw lines). `during`: a context entered just
+    before the trigger and left when every result is in (e.g. a xentrace)."""
+    word, _, args = command.partition(" ")
     token = f"{seed:08x}{hashlib.sha256(str(time.time_ns()).encode()).hexdigest()[:6]}"
-    ttys = doms.console_ttys(names_run)
-    with doms.follow_consoles(names_run) as follow, (during() if during else contextlib.nullcontext()):
+    line = f"{word} {token}" + (f" {args}" if args else "")
+    ttys = doms.console_ttys(names)
+    with doms.follow_consoles(names) as follow, (during() if during else contextlib.nullcontext()):
         t_cpu0, w0 = doms.cpu_times(), time.monotonic()
-        doms.console_send(ttys, f"run {token}")
+        doms.console_send(ttys, line)
         w1 = time.monotonic()
-        lines = follow.wait(f"{RESULT} token={token} ", float(opts["lock_timeout_s"]),
-                            started=f"{START} token={token} ",
-                            nudge=lambda late: doms.console_send({n: ttys[n] for n in late}, f"run {token}"))
+        lines = follow.wait(f"{result} token={token} ", timeout, started=f"{start} token={token} ",
+                            nudge=lambda late: doms.console_send({n: ttys[n] for n in late}, line))
         w2 = time.monotonic()
         counters["trigger_resent"] = dict(getattr(follow, "nudges", {}) or {})
     window = time.monotonic() - w0
@@ -206,10 +220,21 @@ def run_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str], na
     counters["wait_seconds"] = round(w2 - w1, 2)         # trigger sent -> all result lines seen
     counters["window_seconds"] = round(window, 2)
     counters["cpu_seconds"] = {k: round(t_cpu1.get(k, 0) - v, 2) for k, v in t_cpu0.items()}
+    counters["token"] = token
+    counters["raw_lines"] = {n: lines[n] for n in names}
+    return lines
+
+
+def run_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str], names_run: list[str],
+                 modparams: dict[str, Any], boot: str, seed: int, counters: dict,
+                 during: Callable[[], ContextManager] | None = None) -> dict[str, dict]:
+    """Make sure the guests `names_booted` run with the given module parameters and boot
+    options (reused when unchanged), start the benchmark in `names_run` at once, wait for
+    their results. Returns {name: parsed result}; fills `counters`."""
+    ensure_lock_vms(h, doms, opts, names_booted, names_run, modparams, boot, counters)
+    lines = trigger(doms, names_run, "run", seed, float(opts["lock_timeout_s"]), counters, during=during)
     counters["vcpu_list"] = h.run(["xl", "vcpu-list"], timeout=60).stdout.strip()
     counters["sched_credit"] = h.run(["xl", "sched-credit"], timeout=60).stdout.strip()
-    counters["token"] = token
-    counters["raw_lines"] = {n: lines[n] for n in names_run}
     results = {n: parse_result(lines[n]) for n in names_run}
     counters["per_vm"] = {n: {k: v for k, v in r.items() if k != "hist"} for n, r in results.items()}
     return results

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..host import Host
 from ..testbeds.base import RunFailed, RunResult
-from .lockwork import guests_to_boot, module_params, run_lock_vms, vm_names
+from .lockwork import guests_to_boot, module_params, point_vms, run_lock_vms, vm_names
 from .xentrace import Trace, placement
 from .xl import Domains
 
@@ -47,9 +47,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
-    vms = int(point.get("vms", 1))
-    if vms < 1:
-        raise RunFailed(f"S3: vms={vms}")
+    vms = point_vms(point, "S3")
     dur = float(opts["burst_duration_s"])
     params = module_params(opts, "none", duration_ms=int(dur * 1000), compute_loops=opts["burst_compute_loops"],
                            hold_loops=1, sleep_us=int(opts["burst_sleep_us"]),

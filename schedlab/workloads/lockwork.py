@@ -240,6 +240,14 @@ def run_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str], na
     return results
 
 
+def point_vms(point: dict, study: str) -> int:
+    """The point's `vms` (how many lock guests run the benchmark), at least 1."""
+    vms = int(point.get("vms", 1))
+    if vms < 1:
+        raise RunFailed(f"{study}: vms={vms}")
+    return vms
+
+
 def vm_names(n: int) -> list[str]:
     return [f"lock{i}" for i in range(1, n + 1)]
 
@@ -271,9 +279,7 @@ def module_params(opts: dict, flavour: str, *, ops: int = 0, duration_ms: int = 
 
 
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
-    vms = int(point.get("vms", 1))
-    if vms < 1:
-        raise RunFailed(f"S0: vms={vms}")
+    vms = point_vms(point, "S0")
     guest = opts.get("variant_guest") or {}
     flavour = opts["lock_flavour"] or guest.get("lock") or "spin-yield"
     boot = str(guest.get("boot") or "")

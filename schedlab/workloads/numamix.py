@@ -58,7 +58,8 @@ from ..packs.base import PackError
 from ..packs.forkexec import PACK as FORKEXEC
 from ..packs.sysbench_memory import PACK as SYSBENCH_MEMORY
 from ..testbeds.base import RunFailed, RunResult
-from .lockwork import GUEST_TICKS, ensure_lock_vms, guests_to_boot, module_params, parse_result, trigger, vm_names
+from .lockwork import (GUEST_TICKS, ensure_lock_vms, guests_to_boot, module_params, parse_result, point_vms,
+                       trigger, vm_names)
 from .xentrace import Trace, placement
 from .xl import Domains
 
@@ -167,9 +168,7 @@ def bench_results(pack, lines: dict[str, str], phase: dict) -> dict[str, dict]:
 
 # -- the run -------------------------------------------------------------------------------------
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
-    vms = int(point.get("vms", 1))
-    if vms < 1:
-        raise RunFailed(f"S4: vms={vms}")
+    vms = point_vms(point, "S4")
     guest = opts.get("variant_guest") or {}
     policy = guest.get("placement")
     if policy not in PLACEMENTS:
@@ -239,11 +238,11 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         share = {}
         for key, v in where["per_vcpu"].items():
             n = key.split("/")[0]
-            for cpu, t in v["run_ticks_by_pcpu"].items():
-                ticks[n]["home" if nodes_of.get(int(cpu)) == home[n] else "away"] += t
+            at_home = sum(t for cpu, t in v["run_ticks_by_pcpu"].items() if nodes_of.get(int(cpu)) == home[n])
             tot = sum(v["run_ticks_by_pcpu"].values())
-            share[key] = round(100 * sum(t for cpu, t in v["run_ticks_by_pcpu"].items()
-                                         if nodes_of.get(int(cpu)) == home[n]) / tot, 2) if tot else None
+            ticks[n]["home"] += at_home
+            ticks[n]["away"] += tot - at_home
+            share[key] = round(100 * at_home / tot, 2) if tot else None
         c["trace"] = {k: where[k] for k in ("records", "lost_records", "pcpus", "tsc_span", "migrations")}
         c["home_share_by_vcpu"] = share
         c["per_vcpu"] = where["per_vcpu"]

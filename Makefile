@@ -16,7 +16,9 @@ DEBS_LAB := openipmi ipmitool openssh-server openssh-client grub2-common grub-pc
 DEBS_PACKS := bc bison flex libelf-dev linux-source-6.1 pbzip2 postgresql-15 postgresql-client-15 \
 	sysbench xz-utils
 # the qemu testbed: QEMU, and what builds its dom0 image
-DEBS_QEMU := qemu-system-x86 qemu-utils debootstrap e2fsprogs cpio openssh-client gcc-12 make libelf1
+# (and what builds Xen from Debian's source package: dpkg-dev for apt-get source, patch)
+DEBS_QEMU := qemu-system-x86 qemu-utils debootstrap e2fsprogs cpio openssh-client gcc-12 make libelf1 \
+	debian-archive-keyring dpkg-dev patch
 DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB) $(DEBS_PACKS) $(DEBS_QEMU)
 # testbed_host=1: one job at a time drives a virtual or lab host (sim jobs need none)
 SNAKEMAKE := snakemake --cores $(JOBS) --resources testbed_host=1 --rerun-incomplete --show-failed-logs
@@ -26,7 +28,7 @@ ifneq ($(MEASURE),)
 SNAKEMAKE += --config 'measure=[$(MEASURE)]'
 endif
 
-.PHONY: paper test deps-paper deps-test venv container clean-derived
+.PHONY: paper test test-all deps-paper deps-test venv container clean-derived
 .DEFAULT_GOAL := paper
 
 paper: deps-paper $(VENV)/.installed
@@ -40,6 +42,12 @@ paper: deps-paper $(VENV)/.installed
 # absent); =all adds the long ones (S0, S2, killing QEMU, native boots: ~30 min more); =0 none
 test: deps-test $(VENV)/.installed
 	SCHEDLAB_QEMU_TESTS=$${SCHEDLAB_QEMU_TESTS:-1} pytest
+
+# Every opt-in suite too: the long qemu boots (S0, S2, S3, S4, killing QEMU, native boots with
+# a kernel built from source), the virtual lab host end to end, the one-node SLURM cluster.
+# Each installs its Debian packages and builds what it boots (root); a few hours on 2 cores.
+test-all: deps-test $(VENV)/.installed
+	SCHEDLAB_QEMU_TESTS=all SCHEDLAB_LAB_VHOST_TESTS=1 SCHEDLAB_SLURM_TESTS=1 pytest
 
 deps-paper:
 	@workflow/scripts/ensure-debs $(DEBS_PAPER)

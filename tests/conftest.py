@@ -43,3 +43,13 @@ def env_path():
     env = dict(os.environ)
     env["PATH"] = f"{BIN}:{env['PATH']}"
     return env
+
+
+def install_debs(*packages: str, why: str) -> None:
+    """An opted-in suite installs the Debian packages it needs (as root; otherwise it fails
+    naming them): a researcher who asked for it learns something, never a silent skip."""
+    r = subprocess.run([str(ROOT / "workflow" / "scripts" / "ensure-debs"), *packages],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        lines = [l.strip() for l in r.stderr.splitlines() if l.strip()]
+        pytest.fail(f"{why}: {' '.join(lines[-3:]) or 'ensure-debs failed'}", pytrace=False)

@@ -191,18 +191,17 @@ def _cached(name):
         return None
 
 
-def test_cached_kernel_second_request_takes_seconds():
-    k = _cached("pvspin-y")
-    if k is None:
-        pytest.skip("kernel pvspin-y not built (python -m schedlab.build.kernel pvspin-y)")
-    t0 = time.monotonic()
+@pytest.mark.skipif(os.environ.get("SCHEDLAB_QEMU_TESTS") != "all",
+                    reason="a real kernel build (10-25 min): set SCHEDLAB_QEMU_TESTS=all")
+def test_cached_kernel_second_request_reuses_the_build():
+    k = _cached("pvspin-y") or kb.build_kernel("pvspin-y", build=True)
+    before = k.bzimage.stat().st_mtime_ns
     r = subprocess.run([sys.executable, "-m", "schedlab.build.kernel", "pvspin-y", "--json"],
-                       capture_output=True, text=True, timeout=120, cwd=REPO)
-    took = time.monotonic() - t0
+                       capture_output=True, text=True, timeout=600, cwd=REPO)
     assert r.returncode == 0, r.stderr
     ptr = json.loads(r.stdout)
     assert ptr["hash"] == k.key and Path(ptr["path"]).is_file() and ptr["build_seconds"] > 60
-    assert took < 30, f"a cached request took {took:.1f}s"
+    assert Path(ptr["path"]).stat().st_mtime_ns == before          # served from the cache, not rebuilt
     cfg = kb.parse_config(k.config.read_text())
     assert kb.check_config(kb.merged_fragments(kb.fragment_paths("pvspin-y")), k.config.read_text()) == []
     assert cfg["CONFIG_PARAVIRT_SPINLOCKS"] == "y"

@@ -25,28 +25,35 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, copy_workdir
+from conftest import BIN, copy_workdir, install_debs
 
 CONF = Path("/etc/slurm/slurm.conf")
 MARK = "# schedlab test cluster (tests/test_lab_slurm.py)"
 TOOLS = ("slurmctld", "slurmd", "sbatch", "squeue", "srun", "munged")
 
 
+SLURM_DEBS = ("slurmctld", "slurmd", "slurm-client", "munge")
+
+
 def _why_not() -> str | None:
+    """Why the test cannot run: None, a reason to skip (not asked for), or it fails. Asked
+    for, it installs the SLURM packages itself."""
     # it starts system daemons and writes /etc/slurm/slurm.conf: only when asked for
     if os.environ.get("SCHEDLAB_SLURM_TESTS") != "1":
-        return "one-node SLURM test: set SCHEDLAB_SLURM_TESTS=1 (root, slurmctld slurmd slurm-client munge)"
+        return "one-node SLURM test: set SCHEDLAB_SLURM_TESTS=1 (root; installs slurmctld slurmd slurm-client munge)"
     if os.geteuid() != 0:
-        return "needs root"
+        pytest.fail("SCHEDLAB_SLURM_TESTS=1: the one-node cluster needs root (system daemons, /etc/slurm)",
+                    pytrace=False)
+    install_debs(*SLURM_DEBS, why="SCHEDLAB_SLURM_TESTS=1: SLURM's Debian packages")
     missing = [t for t in TOOLS if not (shutil.which(t) or Path(f"/usr/sbin/{t}").exists())]
     if missing:
-        return f"needs Debian packages slurmctld slurmd slurm-client munge (missing {', '.join(missing)})"
+        pytest.fail(f"SLURM packages installed but {', '.join(missing)} not found", pytrace=False)
     if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
-        return "needs snakemake-executor-plugin-slurm (pip install snakemake-executor-plugin-slurm==2.8.0)"
+        pytest.fail("snakemake-executor-plugin-slurm missing from the venv (requirements.lock pins it)",
+                    pytrace=False)
     if CONF.exists() and MARK not in CONF.read_text():
-        return f"{CONF} exists: this machine has its own SLURM configuration"
-    if os.environ.get("SCHEDLAB_SLURM_TESTS", "1") == "0":
-        return "SCHEDLAB_SLURM_TESTS=0"
+        pytest.fail(f"{CONF} exists: this machine has its own SLURM configuration, which the test "
+                    "would overwrite", pytrace=False)
     return None
 
 

@@ -40,16 +40,26 @@ def _kernel():
 
 
 def needs_native(f):
-    # a native boot plus pack runs (minutes under TCG): with the long qemu tests
+    # a native boot plus pack runs (minutes under TCG): with the long qemu tests, which build
+    # what they boot (the kernel: 10-25 min once)
     f = pytest.mark.skipif(os.environ.get("SCHEDLAB_QEMU_TESTS") != "all",
                            reason="native boot test: set SCHEDLAB_QEMU_TESTS=all")(f)
-    f = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="qemu-system-x86_64 not installed")(f)
-    f = pytest.mark.skipif(not (FORCED or ni.image_cached()),
-                           reason="native image: set SCHEDLAB_QEMU_TESTS=1 or build it first "
-                                  "(python -m schedlab.testbeds.native_images)")(f)
-    f = pytest.mark.skipif(_kernel() is None,
-                           reason=f"kernel {CONFIG} not built (python -m schedlab.build.kernel {CONFIG}, 10-25 min)")(f)
-    return pytest.mark.qemu(f)
+    return pytest.mark.qemu(pytest.mark.usefixtures("native_prerequisites")(f))
+
+
+@pytest.fixture(scope="session")
+def native_prerequisites():
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.fail("SCHEDLAB_QEMU_TESTS=all: qemu-system-x86_64 not installed (make deps-test installs it)",
+                    pytrace=False)
+    if not ni.image_cached() and os.geteuid() != 0:
+        pytest.fail("SCHEDLAB_QEMU_TESTS=all: building the native image needs root (debootstrap)", pytrace=False)
+    try:
+        kb.build_kernel(CONFIG, build=True)
+        ni.image(build=True)
+    except (kb.KernelBuildError, RuntimeError, OSError) as e:
+        pytest.fail(f"SCHEDLAB_QEMU_TESTS=all: building kernel {CONFIG} / the native image failed: "
+                    f"{str(e).splitlines()[0]}", pytrace=False)
 
 
 @pytest.fixture(scope="module")

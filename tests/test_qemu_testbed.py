@@ -11,6 +11,7 @@ shared testbed first.
 from __future__ import annotations
 
 import copy
+import json
 import re
 import datetime as dt
 import os
@@ -31,11 +32,28 @@ FORCED = os.environ.get("SCHEDLAB_QEMU_TESTS") in ("1", "all")
 
 
 def needs_qemu(f):
+    """Opted in (SCHEDLAB_QEMU_TESTS=1/all), the test runs and builds what it boots; a
+    prerequisite that cannot be had here fails it with the reason. Not opted in, it runs
+    only when the images are already cached."""
+    if FORCED:
+        return pytest.mark.qemu(pytest.mark.usefixtures("qemu_prerequisites")(f))
     f = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                            reason="qemu-system-x86_64 not installed")(f)
-    f = pytest.mark.skipif(not (FORCED or qi.images_cached()),
+    f = pytest.mark.skipif(not qi.images_cached(),
                            reason="qemu testbed: set SCHEDLAB_QEMU_TESTS=1 or build the images first")(f)
     return pytest.mark.qemu(f)
+
+
+@pytest.fixture(scope="session")
+def qemu_prerequisites():
+    missing = [t for t in ("qemu-system-x86_64", "debootstrap", "mkfs.ext4", "cpio", "ssh") if not shutil.which(t)]
+    if missing:
+        pytest.fail(f"SCHEDLAB_QEMU_TESTS asks for the qemu tests, but {', '.join(missing)} is not installed "
+                    "(make deps-test installs it as root)", pytrace=False)
+    if not qi.images_cached() and os.geteuid() != 0:
+        pytest.fail("SCHEDLAB_QEMU_TESTS asks for the qemu tests; building their dom0 image needs root "
+                    "(debootstrap): run as root once, or build it with `python -m schedlab.testbeds.qemu_images`",
+                    pytrace=False)
 
 
 def needs_qemu_all(f):
@@ -98,16 +116,41 @@ def test_s1_corun_end_to_end(testbed, s1):
 
 
 @needs_qemu
-def test_unbuilt_patch_series_fails_cleanly(testbed, s1):
+def test_cached_xen_builds_identify_themselves(testbed):
+    """Every Xen in the qemu cache (after the S1 test: Debian's and our source build) yields
+    the version and build-id `xl info` will show, which the lab driver checks at boot."""
+    from schedlab.lab import builds as lb
+    testbed.images()
+    found = sorted(qi.cache_root().glob("xen*/*/xen"))
+    assert {json.loads((x.parent / "meta.json").read_text())["source"] for x in found} >= {"debian-package"}
+    for xen in found:
+        meta = json.loads((xen.parent / "meta.json").read_text())
+        ident = lb.xen_identity(xen.read_bytes(), meta["version"])
+        assert ident["xen_version"].startswith("4.17.") and len(ident["build_id"]) == 40, xen
+        if meta.get("source") == "debian-source":
+            assert "-schedlab-" in ident["xen_version"], (xen, ident)
+
+
+@needs_qemu
+def test_unbuilt_patch_series_fails_cleanly(testbed, s1, tmp_path, monkeypatch):
+    """A testbed that may not build says which series is missing and how to build it. The
+    series is a copy of boost-bug with a unique trailer, so no cache ever holds it."""
+    import uuid
     from schedlab.testbeds.base import RunFailed
-    try:
-        qi.build_xen("boost-bug", build=False, log=None)
-        pytest.skip("boost-bug series is built")
-    except FileNotFoundError:
-        pass
-    with pytest.raises(RunFailed, match="not built"):
-        testbed.run_once(s1, "bug", {"mode": "alone"}, seed=1)
-    assert testbed.build_id(s1, "bug") != testbed.build_id(s1, "fixed")
+    from schedlab.testbeds.qemu import QemuTestbed
+    series = tmp_path / "patches" / "probe"
+    series.mkdir(parents=True)
+    for p in sorted((qi.PATCH_DIR / "boost-bug").glob("*.patch")):
+        (series / p.name).write_text(p.read_text() + f"-- \nprobe {uuid.uuid4()}\n")
+    monkeypatch.setattr(qi, "PATCH_DIR", series.parent)
+    study = copy.deepcopy(s1)
+    study["variants"]["bug"]["xen"]["patches"] = "probe"
+    testbed.images()                      # built (once) by the opted-in fixture testbed
+    tb = QemuTestbed(build=False, duration_s=3)
+    with pytest.raises(RunFailed, match="'probe' not built"):
+        tb.run_once(study, "bug", {"mode": "alone"}, seed=1)
+    assert tb.build_id(study, "bug") != tb.build_id(study, "fixed")
+    tb.close()
 
 
 def _tiny_s2(runs: int = 2) -> dict:

@@ -262,8 +262,9 @@ class QemuTestbed(Testbed):
         The variant's `xen: {patches: <series>}` selects the hypervisor: `stock` is Debian's
         prebuilt binary (or, with xen_build: source, an unpatched source build); any other
         series always boots the source build of xen-patches/<series>/*.patch, found in the
-        cache by patch content. The testbed never builds Xen itself (~4-10 min): use
-        `python -m schedlab.testbeds.qemu_images xen-src --patches <series>`."""
+        cache by patch content. Only a testbed made with build=True builds a missing series
+        (~4-10 min); otherwise use `python -m schedlab.testbeds.qemu_images xen-src --patches
+        <series>`."""
         xen = (self._variant(study, variant).get("xen") or {})
         series = xen.get("patches", "stock")
         if series == "stock" and self.config(study)["xen_build"] == "debian":
@@ -271,7 +272,13 @@ class QemuTestbed(Testbed):
         try:
             return series, qi.build_xen(series, build=False, log=None)
         except FileNotFoundError:
-            return series, None
+            if not self.build or (series != "stock" and not sorted((qi.PATCH_DIR / series).glob("*.patch"))):
+                return series, None
+        self.images()           # the source build takes the version of dom0's tools
+        try:
+            return series, qi.build_xen(series, build=True, log=self.log)
+        except (RuntimeError, OSError) as e:
+            raise RunFailed(f"patch series {series!r}: Xen build failed: {str(e).splitlines()[0]}") from e
 
     @staticmethod
     def _unbuilt(series: str) -> RunFailed:

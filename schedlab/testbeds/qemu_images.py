@@ -31,6 +31,7 @@ import gzip
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -115,6 +116,62 @@ def _apt_download(pkg: str, dest: Path, log: Log | None) -> tuple[Path, str]:
         raise RuntimeError(f"apt-get download {pkg}: no .deb")
     version = _run(["dpkg-deb", "-f", debs[-1], "Version"]).stdout.strip()
     return debs[-1], version
+
+
+# -- Debian source packages, through a private apt state ------------------------------------------
+# A bare Debian has no deb-src entry, and the system's apt configuration is not ours to edit:
+# `apt-get source` reads a sources list and package lists kept in the cache instead.
+SECURITY_MIRROR = os.environ.get("SCHEDLAB_DEBIAN_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def _src_sources() -> str:
+    return (f"deb-src [signed-by={DEBIAN_KEYRING}] {MIRROR} {SUITE} main\n"
+            f"deb-src [signed-by={DEBIAN_KEYRING}] {MIRROR} {SUITE}-updates main\n"
+            f"deb-src [signed-by={DEBIAN_KEYRING}] {SECURITY_MIRROR} {SUITE}-security main\n")
+
+
+def apt_src_options(*, refresh: bool = False, log: Log | None = None) -> list[str]:
+    """`-o` options that point apt-get/apt-cache at deb-src lists of our own (in the cache),
+    leaving /etc/apt and /var/lib/apt alone. Fetches the lists on first use (or `refresh`)."""
+    state = cache_root() / "apt-src" / _key({"sources": _src_sources()})
+    opts = ["-o", f"Dir::Etc::SourceList={state / 'sources.list'}", "-o", f"Dir::Etc::SourceParts={state / 'sources.list.d'}",
+            "-o", f"Dir::State::Lists={state / 'lists'}", "-o", f"Dir::Cache={state / 'cache'}",
+            "-o", "Dir::State::Status=/var/lib/dpkg/status",
+            # the cache may be private to its owner, where apt's _apt download user can't write
+            "-o", "APT::Sandbox::User=" + pwd.getpwuid(os.geteuid()).pw_name]
+    if refresh or not (state / "updated").exists():
+        if not Path(DEBIAN_KEYRING).exists():
+            raise RuntimeError(f"{DEBIAN_KEYRING} missing (apt-get install debian-archive-keyring)")
+        for d in ("lists/partial", "cache/archives/partial", "sources.list.d"):
+            (state / d).mkdir(parents=True, exist_ok=True)
+        (state / "sources.list").write_text(_src_sources())
+        _run(["apt-get", *opts, "-o", "Debug::NoLocking=true", "-qq", "update"], log)
+        (state / "updated").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+    return opts
+
+
+def debian_source_version(package: str, *, log: Log | None = None) -> str:
+    """The newest version of a source package in our deb-src lists."""
+    out = _run(["apt-cache", *apt_src_options(log=log), "showsrc", "--only-source", package]).stdout
+    versions = [l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Version:")]
+    if not versions:
+        raise RuntimeError(f"no source package {package!r} in {SUITE}'s deb-src lists")
+    cmp = lambda a, b: subprocess.run(["dpkg", "--compare-versions", a, "gt", b]).returncode == 0
+    best = versions[0]
+    for v in versions[1:]:
+        best = v if cmp(v, best) else best
+    return best
+
+
+def apt_source(package: str, version: str, cwd: Path, *, log: Log | None = None) -> None:
+    """`apt-get source package=version` into cwd, from our deb-src lists (refreshed once if
+    the version has left them, e.g. after a point release)."""
+    argv = ["source", "--only-source", f"{package}={version}"]
+    try:
+        _run(["apt-get", *apt_src_options(log=log), "-qq", *argv], log, cwd=cwd)
+    except RuntimeError:
+        _run(["apt-get", *apt_src_options(refresh=True, log=log), "-qq", *argv], log, cwd=cwd)
 
 
 # -- Xen (prebuilt Debian package) ------------------------------------------------------------
@@ -589,11 +646,7 @@ def build_xen(variant_patches: list[Path] | str | None = None, *, version: str |
         try:
             version = rootfs_xen_version(ensure_rootfs(build=False, log=None))
         except FileNotFoundError:
-            out = _run(["apt-cache", "showsrc", XEN_SOURCE_PACKAGE]).stdout
-            version = next((l.split(":", 1)[1].strip() for l in out.splitlines()
-                            if l.startswith("Version:")), None)
-            if not version:
-                raise RuntimeError("no deb-src entry for xen (add a deb-src line for bookworm)")
+            version = debian_source_version(XEN_SOURCE_PACKAGE, log=log)
     deb_cfg = cache_root() / "xen" / xen_stock_key(version) / "xen.config"
     key = _key({"recipe": RECIPE_VERSION, "what": "xen-src", "version": version,
                 "patches": [hashlib.sha256(p.read_bytes()).hexdigest() for p in patches],
@@ -607,7 +660,7 @@ def build_xen(variant_patches: list[Path] | str | None = None, *, version: str |
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=final.parent))
     t0 = time.monotonic()
-    _run(["apt-get", "source", "--only-source", f"{XEN_SOURCE_PACKAGE}={version}"], log, cwd=tmp)
+    apt_source(XEN_SOURCE_PACKAGE, version, tmp, log=log)
     src = next(p for p in tmp.iterdir() if p.is_dir() and p.name.startswith("xen-"))
     for p in patches:
         _run(["patch", "-p1", "--forward", "-i", p.resolve()], log, cwd=src)

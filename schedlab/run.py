@@ -117,8 +117,7 @@ class PointRunner:
         self._described: dict | None = None
 
     def run_key(self, rep: int, build_id: str) -> str:
-        return config.sha256({"definition": self.definition_hash, "build": build_id,
-                              "repetition": rep, "base_seed": self.base_seed})
+        return store.run_key_of(self.definition_hash, build_id, rep, self.base_seed)
 
     def total(self) -> int:
         return self.settings["warmup"] + self.settings["runs"]
@@ -141,7 +140,7 @@ class PointRunner:
         total = self.total()
         warm = rep < self.settings["warmup"]
         key = self.run_key(rep, build_id)
-        run_id = f"{self.variant}_{pid}_r{rep:02d}_{key[:10]}"
+        run_id = store.run_id_of(self.variant, pid, rep, key)
         path = self.folder / f"{run_id}.json"
         tag = (f"[{self.study['study']}/{self.testbed_name}] {self.variant} {pid} run {rep + 1}/{total}"
                + (" (warm-up)" if warm else ""))
@@ -169,15 +168,23 @@ class PointRunner:
                            "build_id": build_id, "host": host_description(),
                            "study_file_sha256": self.study.get("_sha256", "")},
         }
-        for attempt in range(1, self.settings["retries"] + 2):
+        # attempts number on from the failures earlier processes recorded for this run
+        attempt = store.last_attempt(self.folder, run_id)
+        for _ in range(self.settings["retries"] + 1):
+            attempt += 1
             started, t0 = _now(), time.monotonic()
             try:
                 result = self.testbed.run_once(self.study, self.variant, self.point, seed)
             except RunFailed as e:
-                store.write_record(self.folder, {
-                    **base, "run_id": f"{run_id}.failed{attempt}", "status": "failed", "attempt": attempt,
-                    "error": str(e), "log": e.log[-20000:], "metrics": {}, "started": started,
-                    "finished": _now(), "duration_s": time.monotonic() - t0})
+                failure = {**base, "status": "failed", "error": str(e), "log": e.log[-20000:], "metrics": {},
+                           "started": started, "finished": _now(), "duration_s": time.monotonic() - t0}
+                while True:
+                    try:
+                        store.write_record(self.folder, {**failure, "run_id": f"{run_id}.failed{attempt}",
+                                                         "attempt": attempt})
+                        break
+                    except store.RecordExists:
+                        attempt += 1    # another process recorded a failure of this run meanwhile
                 print(f"{tag}: FAILED (attempt {attempt}): {e}", file=self.log, flush=True)
                 continue
             missing = [m["name"] for m in config.metrics_for(self.study, self.point, self.testbed_name) if m["name"] not in result.metrics]
@@ -265,6 +272,9 @@ def dataset(study: dict, testbed_name: str, data_dir: Path, base_seed: int, out:
         if rec.get("status") != "ok":
             failed += 1
             continue
+        if rec["run_key"] in by_key:
+            raise store.RecordError(f"{path}: field run_key: same run key as {by_key[rec['run_key']][0]} "
+                                    "(two records of one run; move one aside)")
         by_key[rec["run_key"]] = (path, rec)
     settings = config.testbed_settings(study, testbed_name)
     total = settings["warmup"] + settings["runs"]
@@ -280,8 +290,7 @@ def dataset(study: dict, testbed_name: str, data_dir: Path, base_seed: int, out:
             for build_id in sorted(builds):
                 found = []
                 for rep in range(total):
-                    key = config.sha256({"definition": definition_hash, "build": build_id,
-                                         "repetition": rep, "base_seed": base_seed})
+                    key = store.run_key_of(definition_hash, build_id, rep, base_seed)
                     if key in by_key:
                         found.append(by_key[key][1])
                 latest = max((r["finished"] for r in found), default="")

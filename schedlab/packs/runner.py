@@ -78,8 +78,8 @@ def run_pack(pack_name: str, params: dict, target, reps: int, warmup: int, out_d
         definition = {"study": study, "testbed": testbed, "variant": variant, "point": pt,
                       "metrics": metric_names, "pack": pack.name, "pack_version": pack.version}
         dhash = config.sha256(definition)
-        key = config.sha256({"definition": dhash, "build": build_id, "repetition": rep, "base_seed": seed})
-        run_id = f"{variant}_{pid}_r{rep:02d}_{key[:10]}"
+        key = store.run_key_of(dhash, build_id, rep, seed)
+        run_id = store.run_id_of(variant, pid, rep, key)
         entries.append(dict(index=index, rep=rep, point=pt, pid=pid, dhash=dhash, key=key, run_id=run_id,
                             path=folder / f"{run_id}.json"))
 

@@ -22,9 +22,19 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # `schedlab plan s0 | head`: the reader went away; end quietly (and keep the
         # interpreter's final flush from failing again)
-        import os
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _drop_stdout()
         return 141
+    except OSError as e:
+        # stdout on a full disk (commands.main names the files it fails on): one line, no traceback
+        from schedlab.commands import describe_oserror
+        _drop_stdout()
+        print(f"schedlab: {describe_oserror(e, 'standard output')}", file=sys.stderr)
+        return 1
+
+
+def _drop_stdout() -> None:
+    import os
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -2,15 +2,46 @@
 from __future__ import annotations
 
 import argparse
-import json
+import errno
+import re
 import sys
 from pathlib import Path
 
 from schedlab import config
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (argparse prints the whole usage first)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
+def _schema_bounds(prop: str) -> tuple[int | None, int | None]:
+    """minimum/maximum of study.schema.json's `prop` (a property, else a $defs entry)."""
+    schema = config._schema("study")
+    s = schema.get("properties", {}).get(prop) or schema.get("$defs", {}).get(prop) or {}
+    while "$ref" in s:
+        s = schema["$defs"][s["$ref"].rsplit("/", 1)[-1]]
+    return s.get("minimum"), s.get("maximum")
+
+
+def _bounded(prop: str):
+    """An argparse type: an integer within the study schema's bounds for `prop`."""
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
+        v = int(text)
+        lo, hi = _schema_bounds(prop)
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"{v} is out of range {lo}..{hi} "
+                                             f"(workflow/schemas/study.schema.json: {prop})")
+        return v
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="schedlab", description=__doc__)
+    p = _Parser(prog="schedlab", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="run one study point: N repetitions plus the study's warm-ups")
@@ -18,9 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim")
     r.add_argument("--variant", required=True)
     r.add_argument("--point", action="append", default=[], metavar="AXIS=VALUE")
-    r.add_argument("--reps", type=int, help="measured runs (default: the study's runs for this testbed)")
+    r.add_argument("--reps", type=_bounded("runs"), help="measured runs (default: the study's runs for this testbed)")
     r.add_argument("--out", default="data", help="data folder (records go to OUT/raw/TESTBED/STUDY/)")
-    r.add_argument("--seed", type=int, help="base seed (default: config/config.yaml)")
+    r.add_argument("--seed", type=_bounded("seed"), help="base seed (default: config/config.yaml)")
     r.add_argument("--manifest", help="also write the point's manifest (used by the Snakemake rules)")
     r.add_argument("--host", help="lab testbed: inventory host or pool to run on")
 
@@ -28,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("study")
     rs.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True)
     rs.add_argument("--out", default="data")
-    rs.add_argument("--seed", type=int)
+    rs.add_argument("--seed", type=_bounded("seed"))
     rs.add_argument("--manifest", help="write the study manifest (all.json) here")
     rs.add_argument("--host", help="lab testbed: inventory host or pool to run on")
 
@@ -37,19 +68,21 @@ def _parser() -> argparse.ArgumentParser:
     ds.add_argument("study")
     ds.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True)
     ds.add_argument("--out", default="data")
-    ds.add_argument("--seed", type=int)
+    ds.add_argument("--seed", type=_bounded("seed"))
     ds.add_argument("--manifest", required=True)
 
     pl = sub.add_parser("plan", help="print a study's randomised, interleaved run order")
     pl.add_argument("study")
     pl.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim")
-    pl.add_argument("--seed", type=int)
+    pl.add_argument("--seed", type=_bounded("seed"))
 
     v = sub.add_parser("verify", help="check every raw record (schema, checksum, no duplicates)")
     v.add_argument("data_dir", nargs="?", default="data")
 
-    c = sub.add_parser("validate", help="validate config/config.yaml and the study files")
-    c.add_argument("files", nargs="*")
+    c = sub.add_parser("validate", help="validate config/config.yaml, the lab inventory and the study files")
+    c.add_argument("files", nargs="*", help="study files (default: config/studies/*.yaml)")
+    c.add_argument("--config", default=str(config.ROOT / "config" / "config.yaml"), help="pipeline configuration")
+    c.add_argument("--lab", help="lab inventory (default: $SCHEDLAB_LAB_INVENTORY, else config/lab.yaml if present)")
 
     t = sub.add_parser("trace", help="print the runs, builds and hosts behind one number of the paper")
     t.add_argument("table", help="table id, e.g. s0-sim (see paper/generated/*/ *.cells.json)")
@@ -65,15 +98,61 @@ def main(argv: list[str]) -> int:
     try:
         return globals()[f"cmd_{args.cmd.replace('-', '_')}"](args)
     except config.ConfigError as e:
-        print(f"schedlab: configuration error:\n{e}", file=sys.stderr)
+        lines = str(e).strip().splitlines() or ["?"]
+        more = f" (and {len(lines) - 1} more problem(s))" if len(lines) > 1 else ""
+        print(f"schedlab {args.cmd}: {lines[0]}{more}", file=sys.stderr)
         return 2
+    except OSError as e:
+        import traceback
+        if e.filename is None and traceback.extract_tb(e.__traceback__)[-1].filename == __file__:
+            raise                     # a print here: standard output (e.g. on a full disk); cli.main says so
+        out = getattr(args, "out", None)
+        print(f"schedlab {args.cmd}: {describe_oserror(e, f'--out {out}' if out else None)}", file=sys.stderr)
+        return 1
     except Exception as e:  # one clear line, not a traceback, for the expected failures
         from schedlab.store import RecordError
         from schedlab.testbeds.base import RunFailed
-        if isinstance(e, (RecordError, RunFailed, FileNotFoundError, KeyError)):
-            print(f"schedlab {args.cmd}: {e}", file=sys.stderr)
+        if isinstance(e, (RecordError, RunFailed, KeyError)):
+            text = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+            print(f"schedlab {args.cmd}: {' | '.join(l for l in str(text).splitlines() if l.strip())}",
+                  file=sys.stderr)
             return 1
         raise
+
+
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
+
+
+def describe_oserror(e: OSError, what: str | None = None) -> str:
+    """One line for an OSError: the file (else `what`, for a storage error without one) and why."""
+    where = e.filename if e.filename is not None else (what if e.errno in STORAGE_ERRNOS else None)
+    msg = f"{where}: {e.strerror or e}" if where else str(e.strerror or e)
+    if e.errno == errno.ENOSPC:
+        msg += " (disk full)"
+    return " ".join(msg.split())
+
+
+def _out_dir(out: str) -> Path:
+    """--out: a folder, or a place one can be made (not a regular file, not under one)."""
+    p = Path(out)
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                raise config.ConfigError(f"--out {out}: {q} is not a directory")
+            break
+    return p
+
+
+def _testbed(args):
+    """The testbed named by --testbed (with --host, which only the lab has)."""
+    from schedlab import testbeds
+    host = getattr(args, "host", None)
+    if host is not None:
+        if args.testbed != "lab":
+            raise config.ConfigError(f"--host {host}: the {args.testbed} testbed has no hosts (--host is for --testbed lab)")
+        if not host:
+            raise config.ConfigError("--host: empty name (an inventory host or pool)")
+    return testbeds.get(args.testbed, **({"host": host} if host else {}))
 
 
 def _base_seed(args) -> int:
@@ -83,17 +162,14 @@ def _base_seed(args) -> int:
 def cmd_run(args) -> int:
     from schedlab.run import PointRunner
     study = config.load_study(args.study)
-    if args.reps is not None and args.reps < 1:
-        raise config.ConfigError(f"--reps {args.reps}: the number of measured runs must be at least 1")
     point = config.parse_point_args(study, args.testbed, args.point)
     if args.variant not in study["variants"]:
         raise config.ConfigError(f"{study['_file']}: field variants: unknown variant {args.variant!r} "
                                  f"(known: {', '.join(study['variants'])})")
-    options = {"host": args.host} if args.host else {}
-    from schedlab import testbeds
-    tb = testbeds.get(args.testbed, **options)
+    out, seed = _out_dir(args.out), _base_seed(args)
+    tb = _testbed(args)
     try:
-        PointRunner(study, args.testbed, args.variant, point, Path(args.out), _base_seed(args),
+        PointRunner(study, args.testbed, args.variant, point, out, seed,
                     runs=args.reps, testbed=tb).run(manifest=Path(args.manifest) if args.manifest else None)
     finally:
         tb.close()
@@ -101,13 +177,14 @@ def cmd_run(args) -> int:
 
 
 def cmd_run_study(args) -> int:
-    from schedlab import testbeds
     from schedlab.run import gather, run_study
     study = config.load_study(args.study)
-    tb = testbeds.get(args.testbed, **({"host": args.host} if args.host else {}))
-    points_dir = Path(args.out) / "runs" / args.testbed / study["study"]
+    config.testbed_settings(study, args.testbed)
+    out, seed = _out_dir(args.out), _base_seed(args)
+    tb = _testbed(args)
+    points_dir = out / "runs" / args.testbed / study["study"]
     try:
-        entries = run_study(study, args.testbed, Path(args.out), _base_seed(args), tb, manifest_dir=points_dir)
+        entries = run_study(study, args.testbed, out, seed, tb, manifest_dir=points_dir)
     finally:
         tb.close()
     if args.manifest:
@@ -118,7 +195,8 @@ def cmd_run_study(args) -> int:
 def cmd_dataset(args) -> int:
     from schedlab.run import dataset
     study = config.load_study(args.study)
-    res = dataset(study, args.testbed, Path(args.out), _base_seed(args), Path(args.manifest))
+    config.testbed_settings(study, args.testbed)
+    res = dataset(study, args.testbed, _out_dir(args.out), _base_seed(args), Path(args.manifest))
     print(f"{study['study']}/{args.testbed}: {res['runs']} runs at {res['points']} (variant, point)s from the "
           f"records; {len(res['missing'])} incomplete, {res['failed']} failed-run records not used")
     return 0
@@ -134,12 +212,23 @@ def cmd_plan(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    import os
+    from schedlab.lab.inventory import DEFAULT_PATH, ENV_INVENTORY, load_inventory
     files = args.files or [str(p) for p in sorted(config.STUDIES_DIR.glob("*.yaml"))]
-    cfg = config.load_config()
+    cfg = config.load_config(args.config)
+    lab = args.lab or os.environ.get(ENV_INVENTORY) or (str(DEFAULT_PATH) if DEFAULT_PATH.exists() else None)
+    if lab:
+        load_inventory(lab)
     for f in files:
         config.load_study(f)
-    print(f"ok: config/config.yaml and {len(files)} study file(s) ({', '.join(cfg['studies'])})")
+    print(f"ok: {_rel(args.config)}{', ' + _rel(lab) if lab else ''} and {len(files)} study file(s) "
+          f"({', '.join(cfg['studies'])})")
     return 0
+
+
+def _rel(path) -> str:
+    p = Path(path).resolve()
+    return str(p.relative_to(config.ROOT)) if p.is_relative_to(config.ROOT) else str(path)
 
 
 def cmd_verify(args) -> int:
@@ -150,9 +239,14 @@ def cmd_verify(args) -> int:
         for p in ps:
             print(f"{path}: {p}")
     print(f"{n} record(s) checked, {len(problems)} with problems")
+    if problems:
+        first, ps = min(problems.items())
+        print(f"schedlab verify: {len(problems)} file(s) with problems; first: {first}: {ps[0]}", file=sys.stderr)
     return 1 if problems else 0
 
 
 def cmd_trace(args) -> int:
     from schedlab.report.trace import trace
+    if args.cell and "," in args.cell and "/" not in args.cell and not re.fullmatch(r"[0-9]+,[0-9]+", args.cell):
+        raise config.ConfigError(f"cell {args.cell!r}: expected a cell id or ROW,COL (two numbers)")
     return trace(args.table, args.cell, Path(args.paper_dir), Path(args.data_dir), as_json=args.json)

@@ -6,9 +6,12 @@ the YAML has it, the line."""
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import itertools
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,24 +51,108 @@ def _field(path) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
+class Loader(yaml.SafeLoader):
+    """The one YAML loader of the study files, config/config.yaml and the lab inventory:
+    PyYAML's SafeLoader, but a duplicate key or a non-finite number is an error (with
+    its line) instead of the last key silently winning or a NaN axis value."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":   # `<<:` merges may override
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                    seen.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:
+                    continue                                     # unhashable: SafeLoader says so
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first on line {first})", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_float(self, node):
+        value = super().construct_yaml_float(node)
+        if not math.isfinite(value):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value!r} is not a finite number", node.start_mark)
+        return value
+
+
+Loader.add_constructor("tag:yaml.org,2002:float", Loader.construct_yaml_float)
+
+
 def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    """(data, root node) of a YAML file; every problem is a one-line ConfigError naming the
+    file and, where there is one, the line."""
     path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
     try:
-        return yaml.safe_load(text), yaml.compose(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})") from None
+    loader = None
+    try:
+        loader = Loader(text)
+        node = loader.get_single_node()
+        return (loader.construct_document(node) if node is not None else None), node
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        ch = e.character if isinstance(e.character, int) else ord(e.character)
+        raise ConfigError(f"{path}:{line}: not valid YAML: {e.reason} (character U+{ch:04X})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+        problem = ", ".join(str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
+        problem = " ".join((problem or str(e)).split())
+        raise ConfigError(f"{path}{where}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML: nested too deeply") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+@functools.lru_cache(maxsize=None)
+def _ecma_pattern(pattern: str) -> str:
+    """A schema pattern with JSON Schema's (ECMA-262) `$`, end of input, as Python's `\\Z`:
+    Python's `$` also matches before a final newline, so 'bug\\n' would pass '^[a-z]+$'."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if c == "[":
+            in_class = True
+        elif c == "]":
+            in_class = False
+        out.append("\\Z" if c == "$" and not in_class else c)
+        i += 1
+    return "".join(out)
+
+
+def _pattern(validator, pattern, instance, schema):
+    from jsonschema import ValidationError
+    if validator.is_type(instance, "string") and not re.search(_ecma_pattern(pattern), instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _validator_class():
+    from jsonschema import Draft202012Validator, validators
+    return validators.extend(Draft202012Validator, {"pattern": _pattern})
 
 
 def validate(data: Any, schema_name: str, path: Path, node: yaml.Node | None = None) -> None:
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(_schema(schema_name))
+    validator = _validator_class()(_schema(schema_name))
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = []
@@ -82,7 +169,25 @@ def validate(data: Any, schema_name: str, path: Path, node: yaml.Node | None = N
         raise ConfigError("\n".join(lines))
 
 
+def _wrong_type(e) -> bool:
+    """An error that only says the value is of another type (for every alternative)."""
+    return e.validator == "type" or (e.validator in ("anyOf", "oneOf") and all(map(_wrong_type, e.context)))
+
+
+def _types(e) -> list:
+    return [e.validator_value] if e.validator == "type" else [t for c in e.context for t in _types(c)]
+
+
 def _short(e) -> str:
+    if e.validator in ("anyOf", "oneOf") and e.context:
+        # the alternative for the value's type says what is wrong, else name the types allowed
+        fits = [c for c in e.context if not _wrong_type(c)]
+        if fits:
+            return _short(min(fits, key=lambda c: len(c.relative_path)))
+        types = dict.fromkeys(str(t) for c in e.context for t in _types(c))
+        return f"{e.instance!r} is not of type {' or '.join(map(repr, types))}"
+    if e.validator == "not":
+        return f"{e.instance!r} is not allowed ({e.schema.get('description', 'a forbidden form')})"
     if e.validator == "pattern":
         return f"{e.instance!r} is not allowed (must match {e.validator_value}; {e.schema.get('description', 'no special characters')})"
     if e.validator == "additionalProperties":
@@ -120,16 +225,46 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
                 fail(["testbeds", tb, "axes", axis], f"unknown axis (study axes: {', '.join(study['axes'])})")
 
 
+def _not_json(obj: Any, path: list) -> tuple[list, str] | None:
+    """(path, why) of the first value JSON cannot hold, or None."""
+    if isinstance(obj, dict):
+        try:
+            sorted(obj)
+        except TypeError:
+            return path, "keys of mixed types"
+        for k, v in obj.items():
+            if not isinstance(k, (str, int, float, bool, type(None))):
+                return path + [k], f"a {type(k).__name__} key"
+            bad = _not_json(v, path + [k])
+            if bad:
+                return bad
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            bad = _not_json(v, path + [i])
+            if bad:
+                return bad
+    elif not isinstance(obj, (str, int, float, bool, type(None))):
+        return path, f"a {type(obj).__name__} value"
+    return None
+
+
 def load_study(name_or_path: str | Path) -> dict:
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
         path = STUDIES_DIR / f"{name_or_path}.yaml"
-        if not path.exists():
+        # a name, not a path: '../config' must not reach config/config.yaml
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", str(name_or_path)) or not path.is_file():
             known = ", ".join(sorted(p.stem for p in STUDIES_DIR.glob("*.yaml")))
             raise ConfigError(f"{path}: no such study {name_or_path!r} (known: {known})")
     data, node = load_yaml(path)
+    if data is None:
+        raise ConfigError(f"{path}: empty study file")
     validate(data, "study", path, node)
     _semantic_checks(data, path, node)
+    # run definitions are hashed as JSON: free-form sections must not hold dates, sets, mixed keys
+    bad = _not_json(data, [])
+    if bad:
+        raise ConfigError(f"{path}:{_line_of(node, bad[0])}: field {_field(bad[0])}: {bad[1]} (not JSON data)")
     data["_file"] = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
     data["_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     return data
@@ -138,6 +273,8 @@ def load_study(name_or_path: str | Path) -> dict:
 def load_config(path: str | Path = ROOT / "config" / "config.yaml") -> dict:
     path = Path(path)
     data, node = load_yaml(path)
+    if data is None:
+        raise ConfigError(f"{path}: empty configuration file")
     validate(data, "config", path, node)
     for i, s in enumerate(data["studies"]):
         if not (STUDIES_DIR / f"{s}.yaml").exists():
@@ -210,6 +347,8 @@ def parse_point_args(study: dict, testbed: str, items: list[str]) -> dict:
         key, sep, raw = item.partition("=")
         if not sep or key not in axes:
             raise ConfigError(f"--point {item!r}: expected AXIS=VALUE with AXIS one of {', '.join(axes)}")
+        if key in point:
+            raise ConfigError(f"--point {item!r}: axis {key} given twice")
         match = [v for v in axes[key] if str(v) == raw]
         if not match:
             raise ConfigError(f"--point {item!r}: {raw!r} is not a value of axis {key} ({', '.join(map(str, axes[key]))})")

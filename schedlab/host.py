@@ -90,7 +90,8 @@ class Host:
         if isinstance(argv, (str, bytes)):
             raise TypeError("Host.run takes an argument list, not a string")
         remote = shlex.join([str(a) for a in argv])
-        return ["ssh", *self.ssh_options(), f"{self.user}@{self.hostname}", "--", remote]
+        # `--` before the destination: a host or user starting with '-' is never an ssh option
+        return ["ssh", *self.ssh_options(), "--", f"{self.user}@{self.hostname}", remote]
 
     # -- running ---------------------------------------------------------------------
     def run(self, argv: Sequence[str], timeout: float = 60, input: bytes | str | None = None,
@@ -168,7 +169,7 @@ class Host:
     def close(self) -> None:
         """Stop the shared connection (if multiplexing) and remove its socket directory."""
         if self._control_dir:
-            subprocess.run(["ssh", *self.ssh_options(), "-O", "exit", f"{self.user}@{self.hostname}"],
+            subprocess.run(["ssh", *self.ssh_options(), "-O", "exit", "--", f"{self.user}@{self.hostname}"],
                            capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
             shutil.rmtree(self._control_dir, ignore_errors=True)
             self._control_dir = None

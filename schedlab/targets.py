@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -149,12 +150,19 @@ def get(spec: str, *, identity: str | None = None, known_hosts: str | None = Non
         return LocalTarget()
     kind, sep, rest = spec.partition(":")
     if kind == "ssh" and sep and rest:
+        from schedlab.config import ConfigError
         from schedlab.host import Host
+        from schedlab.lab.inventory import check_destination
         user, at, hostport = rest.rpartition("@")
         host, colon, port = hostport.partition(":")
-        if not host or (colon and not port.isdigit()):
+        if not host or (colon and not re.fullmatch(r"[0-9]{1,5}", port)):
             raise ValueError(f"--target {spec!r}: expected ssh:[USER@]HOST[:PORT]")
-        h = Host(host, user=user if at else "root", port=int(port) if colon else 22, identity=identity,
+        user, port = (user if at else "root"), (int(port) if colon else 22)
+        try:        # the inventory's rules: no '-option' or shell word can reach ssh
+            check_destination(user, host, port, f"--target {spec!r}")
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+        h = Host(host, user=user, port=port, identity=identity,
                  known_hosts=known_hosts, host_key_alias=host_key_alias, multiplex=True)
         h.testbed = "lab"
         return h

@@ -95,3 +95,47 @@ def test_snakemake_stops_on_a_bad_study_before_running(tmp_path, env_path):
     assert r.returncode != 0
     assert "s2.yaml" in r.stderr + r.stdout and "field runs" in r.stderr + r.stdout
     assert not (work / "data").exists()
+
+
+@pytest.mark.parametrize("old, new, want", [
+    ("runs: 10", "runs: 10\nruns: 3", r"s1\.yaml:15: not valid YAML: duplicate key 'runs' \(first on line 14\)"),
+    ("  bug:   {label", '  fixed: {label: "again"}\n  bug:   {label', r"s1\.yaml:13: .*duplicate key 'fixed'"),
+    ("mode: [alone, corun]", "mode: [alone, .nan]", r"s1\.yaml:9: .*'\.nan' is not a finite number"),
+])
+def test_duplicate_keys_and_non_finite_numbers(tmp_path, old, new, want):
+    path = altered_study(tmp_path, text_edit=lambda s: s.replace(old, new))
+    with pytest.raises(config.ConfigError, match=want):
+        config.load_study(path)
+
+
+def test_trailing_newline_is_not_a_name(tmp_path):
+    """JSON Schema's `$` ends the value; Python's would also match before a final newline."""
+    path = altered_study(tmp_path, text_edit=lambda s: s.replace("baseline: fixed", 'baseline: "fixed\\n"'))
+    with pytest.raises(config.ConfigError, match=r"s1\.yaml:10: field baseline: 'fixed\\n' is not allowed"):
+        config.load_study(path)
+
+
+def test_non_utf8_study_names_file_and_line(tmp_path):
+    path = tmp_path / "s1.yaml"
+    path.write_bytes((ROOT / "config" / "studies" / "s1.yaml").read_bytes().replace(b"runs: 10", b"runs: 10 # \xff"))
+    with pytest.raises(config.ConfigError, match=r"s1\.yaml:14: not UTF-8 text"):
+        config.load_study(path)
+
+
+def test_one_loader_for_every_yaml_file(tmp_path):
+    """Study files, config.yaml and the lab inventory all load through config.Loader."""
+    from schedlab.lab.inventory import load_inventory
+    bad = tmp_path / "x.yaml"
+    bad.write_text("version: 1\nversion: 1\nhosts: {}\n")
+    for load in (config.load_config, load_inventory, config.load_study):
+        with pytest.raises(config.ConfigError, match=r"x\.yaml:2: .*duplicate key 'version'"):
+            load(bad)
+
+
+def test_validate_checks_the_lab_inventory(tmp_path):
+    lab = tmp_path / "lab.yaml"
+    lab.write_text((ROOT / "config" / "lab.yaml").read_text().replace("version: 1", "version: 2"))
+    r = schedlab("validate", "--lab", lab)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and f"{lab}:13: field version" in r.stderr, r.stderr
+    r = schedlab("validate")
+    assert r.returncode == 0 and "config/lab.yaml" in r.stdout, r.stderr

@@ -310,3 +310,39 @@ def test_freebsd_flavor(tmp_path):
     out, err, code = py_ministat(["--flavor=freebsd", "-x", str(a)])
     assert code == 2 and err.startswith(b"ministat: illegal option -- x\n")
     assert py_ministat(["--flavor", "bogus", str(a)])[2] == 2
+
+
+def _on_tty(cmd, env):
+    """(stdout as the terminal got it, stderr, exit status) of `cmd` with a pty as stdout."""
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.run(cmd, stdout=slave, stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(master)
+    return data, p.stderr, p.returncode
+
+
+@needs_c
+@pytest.mark.parametrize("cols, args", [("-5", []), ("4294967290", []), ("-5", ["-n"]), ("-5", ["-w", "30"]),
+                                        ("abc", []), ("0", [])])
+def test_cli_tty_odd_columns(tmp_path, cols, args):
+    """A negative $COLUMNS crashes C ministat (out-of-bounds plot): we refuse in one line;
+    where C is defined (non-numeric = atoi 0, -n, -w) the output is the same."""
+    (tmp_path / "A").write_text("1\n2\n3\n")
+    env = {**ENV, "COLUMNS": cols}
+    ours = _on_tty([SCHEDLAB or sys.executable, *([] if SCHEDLAB else ["-m", "schedlab.cli"]), "ministat", *args,
+                    str(tmp_path / "A")], env)
+    c = _on_tty([CMINISTAT, *args, str(tmp_path / "A")], env)
+    if c[2] < 0:
+        assert ours[2] == 2 and ours[0] == b"" and ours[1].count(b"\n") == 1 and b"undefined" in ours[1], ours
+    else:
+        assert ours == c

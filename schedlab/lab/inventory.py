@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedlab.config import ROOT, ConfigError, _field, _line_of, load_yaml, validate
+from schedlab.config import ROOT, ConfigError, _field, _line_of, _schema, _short, _validator_class, load_yaml, validate
 
 DEFAULT_PATH = ROOT / "config" / "lab.yaml"
 ENV_INVENTORY = "SCHEDLAB_LAB_INVENTORY"
@@ -207,6 +207,16 @@ def _is_inside(p: Path, root: Path) -> bool:
         return True
     except ValueError:
         return False
+
+
+def check_destination(user: str, address: str, port: int, source: str) -> None:
+    """An ssh destination given elsewhere (`--target ssh:USER@HOST:PORT`) checked as an
+    inventory entry's is (lab.schema.json's user, address, port): nothing can reach ssh
+    as an option or a shell word. Raises ConfigError naming `source` and the field."""
+    schema = {"$defs": _schema("lab")["$defs"], "type": "object",
+              "properties": {k: {"$ref": f"#/$defs/{k}"} for k in ("user", "address", "port")}}
+    for e in _validator_class()(schema).iter_errors({"user": user, "address": address, "port": port}):
+        raise ConfigError(f"{source}: field {_field(list(e.absolute_path))}: {_short(e)}")
 
 
 def load_inventory(path: str | Path | None = None) -> Inventory:

@@ -683,6 +683,7 @@ def run(argv: list[bytes], out: list, err, tty: bool | None = None) -> int:
         raise _Exit(2)
 
     termwidth = 74
+    cols = None
     if os.isatty(1) if tty is None else tty:
         cols = os.environ.get("COLUMNS")
         if cols:
@@ -774,6 +775,12 @@ def run(argv: list[bytes], out: list, err, tty: bool | None = None) -> int:
                 err.write(b"Dataset %s must contain at least 3 data points\n" % names[k])
                 raise _Exit(2)
             sets.append(Dataset(names[k], vals, flavor, pstdev, np if not isinstance(vals, list) else None))
+        if termwidth < 0 and not (flag_n or suppress):
+            # from $COLUMNS or a 1-column terminal (-w refuses negatives): C plots out of bounds and crashes
+            src = b"COLUMNS=" + os.fsencode(cols) if cols else b"the terminal width"
+            err.write(b"ministat: %s: a negative plot width as C ministat reads it (its behaviour is undefined "
+                      b"here); use -w, -A or -n\n" % src)
+            raise _Exit(2)
         _report(sets, out, err, termwidth, flag_s, flag_n, flag_q, suppress, ci, flavor, np)
     except _Exit as e:
         return e.code
@@ -826,8 +833,18 @@ def main(argv: list[str]) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         # Like C's stdio: output into a closed pipe is simply lost.
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-        except OSError:
-            pass
+        _drop_stdout()
+    except OSError as e:
+        # C ministat loses its output silently on a full disk; say so (one line) instead
+        _drop_stdout()
+        sys.stderr.write(f"ministat: standard output: {e.strerror or e}\n")
+        sys.stderr.flush()
+        return 1
     return code
+
+
+def _drop_stdout() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    except OSError:
+        pass

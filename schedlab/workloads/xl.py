@@ -45,6 +45,14 @@ class Domains:
     def __init__(self, host: Host):
         self.host = host
         self.created: dict[str, str] = {}     # guest name -> sha256 of its xl config
+        self._cfg_dir: str | None = None
+
+    def cfg_path(self, name: str) -> str:
+        """Where the guest's xl config goes in dom0: a private directory made once per boot
+        (`mktemp -d`), not a predictable /tmp/NAME.cfg another user could plant first."""
+        if self._cfg_dir is None:
+            self._cfg_dir = self.host.tmpdir()
+        return f"{self._cfg_dir}/{name}.cfg"
 
     def list(self) -> dict[str, str]:
         """name -> state flags (e.g. 'r-----', '--p---') from `xl list`."""
@@ -74,11 +82,12 @@ class Domains:
 
     def create(self, name: str, text: str, timeout: float, ready: str = "SCHEDLAB-GUEST-READY") -> float:
         """xl create + wait for the guest's READY line; returns the seconds it took."""
-        self.host.put_bytes(text.encode(), f"/tmp/{name}.cfg")
+        cfg = self.cfg_path(name)
+        self.host.put_bytes(text.encode(), cfg)
         self.host.run(["sh", "-c", ': > "$1"', "_", f"/var/log/xen/console/guest-{name}.log"], timeout=30,
                       check=False)
         t0 = time.monotonic()
-        self.host.run(["xl", "create", f"/tmp/{name}.cfg"], timeout=timeout)
+        self.host.run(["xl", "create", cfg], timeout=timeout)
         self.wait_console(name, ready, timeout)
         self.created[name] = hashlib.sha256(text.encode()).hexdigest()
         return time.monotonic() - t0
@@ -109,10 +118,11 @@ class Domains:
         t0 = time.monotonic()
         self.create_seconds = {}
         for name in todo:
-            self.host.put_bytes(guests[name].encode(), f"/tmp/{name}.cfg")
+            cfg = self.cfg_path(name)
+            self.host.put_bytes(guests[name].encode(), cfg)
             self.host.run(["sh", "-c", ': > "$1"', "_", self.console_log(name)], timeout=30, check=False)
             t1 = time.monotonic()
-            self.host.run(["xl", "create", f"/tmp/{name}.cfg"], timeout=timeout)
+            self.host.run(["xl", "create", cfg], timeout=timeout)
             self.create_seconds[name] = round(time.monotonic() - t1, 1)
         # One waiting loop in dom0 for all of them; it prints each guest's name when ready.
         script = ('m=$1; shift; left="$*"; while [ -n "$left" ]; do n=""; for g in $left; do '

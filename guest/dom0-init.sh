@@ -1,21 +1,11 @@
 #!/bin/bash
 # schedlab dom0 init (PID 1), installed as /sbin/schedlab-init in the qemu testbed's dom0
-# image and started with init=/sbin/schedlab-init. No systemd/udev: under TCG this brings
-# dom0 from "kernel started" to "sshd up" in seconds. Messages go to hvc0 (the serial log).
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-log() { echo "schedlab-init: $*" >/dev/console 2>/dev/null || echo "schedlab-init: $*"; }
-mnt() { mountpoint -q "$3" 2>/dev/null || mount -t "$1" "$2" "$3"; }
+# image and started with init=/sbin/schedlab-init. Messages go to hvc0 (the serial log).
+INIT_NAME=schedlab-init
+. /usr/lib/schedlab/init-common.sh
 
-mnt proc proc /proc
-mnt sysfs sysfs /sys
-mnt devtmpfs devtmpfs /dev
-mkdir -p /dev/pts /dev/shm
-mnt devpts devpts /dev/pts
-mnt tmpfs tmpfs /dev/shm
-mnt tmpfs tmpfs /run
-mnt tmpfs tmpfs /tmp
-mount -o remount,rw / || log "WARNING: could not remount / rw"
-mkdir -p /run/sshd /run/xen /run/lock /var/run/xen /var/log/xen
+mount_base
+mkdir -p /run/xen /var/run/xen /var/log/xen
 hostname schedlab-dom0
 log "mounted at $(cut -d' ' -f1 /proc/uptime)s; loading modules"
 
@@ -25,13 +15,8 @@ done
 log "modules loaded at $(cut -d' ' -f1 /proc/uptime)s"
 mnt xenfs xenfs /proc/xen
 
-# Network: QEMU user networking (static, QEMU's defaults) + an internal bridge for the guests.
-ip link set lo up
-# The first ethernet device (net.ifnames=0 keeps it eth0; don't rely on the name anyway).
-nic=eth0
-[ -e /sys/class/net/$nic ] || nic=$(ls /sys/class/net | grep -v -E '^(lo|xenbr.*|vif.*)$' | head -n1)
-ip addr add 10.0.2.15/24 dev "$nic" && ip link set "$nic" up && ip route add default via 10.0.2.2 \
-    || log "WARNING: network setup of '$nic' failed"
+# Network: QEMU user networking + an internal bridge for the guests.
+user_network 'xenbr.*|vif.*'
 ip link add xenbr0 type bridge && ip addr add 10.10.0.1/24 dev xenbr0 && ip link set xenbr0 up \
     || log "WARNING: xenbr0 setup failed"
 
@@ -51,10 +36,6 @@ for i in $(seq 100); do xenstore-read -s / >/dev/null 2>&1 && break; sleep 0.2; 
 mkdir -p /var/log/xen/console
 "$XENBIN/xenconsoled" --pid-file=/run/xen/xenconsoled.pid --log=guest --log-dir=/var/log/xen/console && log "xenconsoled started"
 
-/usr/sbin/sshd -E /var/log/sshd.log && log "sshd started"
+start_sshd
 log "SCHEDLAB-DOM0-READY $(cut -d' ' -f1 /proc/uptime)s"
-
-# Become busybox init: it reaps orphans and idles (the inittab has no gettys).
-exec -a init /bin/busybox init
-log "ERROR: busybox init failed; idling"
-while :; do wait; sleep 60; done
+become_init

@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
         return 1
     except Exception as e:  # one clear line, not a traceback, for the expected failures
         from schedlab.store import RecordError
-        from schedlab.testbeds.base import RunFailed
+        from schedlab.core.testbed import RunFailed
         if isinstance(e, (RecordError, RunFailed, KeyError)):
             text = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
             print(f"schedlab {args.cmd}: {' | '.join(l for l in str(text).splitlines() if l.strip())}",
@@ -203,7 +203,7 @@ def cmd_dataset(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from schedlab.run import plan
+    from schedlab.core.plan import plan
     study = config.load_study(args.study)
     for e in plan(study, args.testbed, _base_seed(args)):
         print(f"{e['index']:4d}  {e['variant']:<10} {config.point_id(e['point']):<20} "

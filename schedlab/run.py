@@ -7,56 +7,19 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import hashlib
 import inspect
 import json
 import os
 import platform
-import random
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from schedlab import __version__, config, store
-from schedlab.testbeds.base import RunFailed
-
-
-def derive_seed(*parts) -> int:
-    """A 32-bit seed from the base seed and the names of a run (stable across machines)."""
-    h = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(h[:4], "big")
-
-
-def plan(study: dict, testbed: str, base_seed: int) -> list[dict]:
-    """The study's run order: round by round (warm-up rounds first), every
-    (variant, point) once per round in a seeded random order, so variants are
-    interleaved (ABBA rather than AAAA BBBB) and drift on a host does not look
-    like a variant effect. With order "variant-blocks" (real hosts, where a new
-    variant means a reboot) each round visits the variants in a seeded random
-    order and runs a variant's points together, in random order."""
-    s = config.testbed_settings(study, testbed)
-    cells = [(v, p) for v in study["variants"] for p in config.points(study, testbed)]
-    plan_seed = derive_seed(base_seed, "plan", testbed, study["study"])
-    rng = random.Random(plan_seed)
-    order = []
-    for rep in range(s["warmup"] + s["runs"]):
-        if s["order"] == "variant-blocks":
-            variants = list(study["variants"])
-            rng.shuffle(variants)
-            rnd = []
-            for v in variants:
-                block = [c for c in cells if c[0] == v]
-                rng.shuffle(block)
-                rnd += block
-        else:
-            rnd = cells[:]
-            rng.shuffle(rnd)
-        for v, p in rnd:
-            order.append({"variant": v, "point": p, "repetition": rep, "warmup": rep < s["warmup"]})
-    for i, entry in enumerate(order):
-        entry.update(index=i, plan_size=len(order), plan_seed=plan_seed)
-    return order
+from schedlab import __version__, config, records, store
+from schedlab.core.files import atomic_write
+from schedlab.core.plan import derive_seed, plan  # noqa: F401  (schedlab.run.plan is public)
+from schedlab.core.testbed import RunFailed
 
 
 @functools.cache
@@ -221,11 +184,8 @@ def run_study(study: dict, testbed_name: str, data_dir: Path, base_seed: int, te
     return entries
 
 
-def _atomic_json(path: Path, body) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+def _json(body) -> str:
+    return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
 
 def gather(point_manifests: list[Path], out: Path) -> None:
@@ -234,21 +194,15 @@ def gather(point_manifests: list[Path], out: Path) -> None:
     points = [json.loads(Path(p).read_text()) for p in point_manifests]
     if not points:
         raise ValueError("gather: no point manifests")
-    _atomic_json(Path(out), {"study": points[0]["study"], "testbed": points[0]["testbed"],
-                             "points": sorted(points, key=lambda b: (b["variant"], b["point_id"]))})
+    atomic_write(Path(out), _json({"study": points[0]["study"], "testbed": points[0]["testbed"],
+                                   "points": sorted(points, key=lambda b: (b["variant"], b["point_id"]))}))
 
 
 def write_manifest(path: Path, runner: PointRunner, entries: list[dict]) -> None:
     """The point's runs for the current definition. Derived data, so it may be
     replaced (atomically)."""
-    body = {
-        "study": runner.study["study"], "testbed": runner.testbed_name, "variant": runner.variant,
-        "point": runner.point, "point_id": config.point_id(runner.point),
-        "definition_hash": runner.definition_hash,
-        "runs": [{"run_id": r["run_id"], "path": str(Path("raw") / r["testbed"] / r["study"] / f"{r['run_id']}.json"),
-                  "checksum": r["checksum"], "warmup": r["warmup"]} for r in entries],
-    }
-    _atomic_json(path, body)
+    atomic_write(path, _json(records.manifest_entry(runner.study["study"], runner.testbed_name, runner.variant,
+                                                    runner.point, runner.definition_hash, entries)))
 
 
 def dataset(study: dict, testbed_name: str, data_dir: Path, base_seed: int, out: Path,
@@ -260,59 +214,14 @@ def dataset(study: dict, testbed_name: str, data_dir: Path, base_seed: int, out:
     build: the build with the most of the plan's repetitions (keys as PointRunner
     computes them), ties to the latest. Nothing is measured and nothing in
     data/raw is changed. Returns {"points": n, "runs": n, "missing": [...], "failed": n}."""
-    data_dir = Path(data_dir)
-    folder = store.raw_dir(data_dir, testbed_name, study["study"])
-    by_key: dict[str, tuple[Path, dict]] = {}
-    failed = 0
-    for path in store.iter_records(folder):
-        rec = store.read_record(path)
-        problems = store.check_record(path, rec)
-        if problems:
-            raise store.RecordError(f"{path}: {'; '.join(problems)}")
-        if rec.get("status") != "ok":
-            failed += 1
-            continue
-        if rec["run_key"] in by_key:
-            raise store.RecordError(f"{path}: field run_key: same run key as {by_key[rec['run_key']][0]} "
-                                    "(two records of one run; move one aside)")
-        by_key[rec["run_key"]] = (path, rec)
-    settings = config.testbed_settings(study, testbed_name)
-    total = settings["warmup"] + settings["runs"]
-    manifests, missing, n_runs = [], [], 0
-    for variant in study["variants"]:
-        for point in config.points(study, testbed_name):
-            definition_hash = config.sha256(config.definition(study, testbed_name, variant, point))
-            builds: dict[str, list[dict]] = {}
-            for _, rec in by_key.values():
-                if rec["definition_hash"] == definition_hash:
-                    builds.setdefault(rec["provenance"]["build_id"], [])
-            best: list[dict] = []
-            for build_id in sorted(builds):
-                found = []
-                for rep in range(total):
-                    key = store.run_key_of(definition_hash, build_id, rep, base_seed)
-                    if key in by_key:
-                        found.append(by_key[key][1])
-                latest = max((r["finished"] for r in found), default="")
-                if (len(found), latest) > (len(best), max((r["finished"] for r in best), default="")):
-                    best = found
-            pid = config.point_id(point)
-            if len(best) < total:
-                missing.append(f"{variant}/{pid}: {len(best)} of {total} runs")
-            if not best:
-                continue
-            n_runs += len(best)
-            manifests.append({
-                "study": study["study"], "testbed": testbed_name, "variant": variant, "point": point,
-                "point_id": pid, "definition_hash": definition_hash,
-                "runs": [{"run_id": r["run_id"],
-                          "path": str(Path("raw") / testbed_name / study["study"] / f"{r['run_id']}.json"),
-                          "checksum": r["checksum"], "warmup": r["warmup"]} for r in best]})
+    folder = store.raw_dir(Path(data_dir), testbed_name, study["study"])
+    sel = records.select(study, testbed_name, data_dir, base_seed)
+    manifests, missing = sel["points"], sel["missing"]
     if not manifests:
         raise RunFailed(f"no records of study {study['study']} on testbed {testbed_name} for the current "
                         f"definition in {folder}")
     for m in missing:
         print(f"[{study['study']}/{testbed_name}] dataset: {m}", file=log)
-    _atomic_json(Path(out), {"study": study["study"], "testbed": testbed_name, "source": "records",
-                             "points": sorted(manifests, key=lambda b: (b["variant"], b["point_id"]))})
-    return {"points": len(manifests), "runs": n_runs, "missing": missing, "failed": failed}
+    atomic_write(Path(out), _json({"study": study["study"], "testbed": testbed_name, "source": "records",
+                                   "points": manifests}))
+    return {"points": len(manifests), "runs": sel["runs"], "missing": missing, "failed": sel["failed"]}

@@ -613,7 +613,7 @@ class _Stub:
         return "stub"
 
     def run_once(self, study, variant, point, seed):
-        from schedlab.testbeds.base import RunResult
+        from schedlab.core.testbed import RunResult
         return RunResult(metrics={m["name"]: 1.0 for m in study["metrics"]})
 
     def close(self):

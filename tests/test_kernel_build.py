@@ -1,4 +1,4 @@
-"""Kernel builds (schedlab/build/kernel.py): fragments, the option check, the cache.
+"""Kernel builds (schedlab/builds/kernel.py): fragments, the option check, the cache.
 
 Fast tests need nothing; the kconfig test unpacks the Kconfig/Makefile part of Debian's
 linux-source-6.1 tarball (~20-30 s of CPU; skipped when the package is missing); the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from schedlab.build import kernel as kb
+from schedlab.builds import kernel as kb
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -196,7 +196,7 @@ def _cached(name):
 def test_cached_kernel_second_request_reuses_the_build():
     k = _cached("pvspin-y") or kb.build_kernel("pvspin-y", build=True)
     before = k.bzimage.stat().st_mtime_ns
-    r = subprocess.run([sys.executable, "-m", "schedlab.build.kernel", "pvspin-y", "--json"],
+    r = subprocess.run([sys.executable, "-m", "schedlab.builds.kernel", "pvspin-y", "--json"],
                        capture_output=True, text=True, timeout=600, cwd=REPO)
     assert r.returncode == 0, r.stderr
     ptr = json.loads(r.stdout)

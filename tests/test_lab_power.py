@@ -11,7 +11,7 @@ import pytest
 
 from schedlab.lab.inventory import BmcSpec, SecretRef, Where
 from schedlab.lab.power import BMC, BmcError
-from schedlab.lab.standins import IpmiSim
+from schedlab.testing.standins import IpmiSim
 
 NEEDS = {"ipmi_sim": "openipmi", "ipmitool": "ipmitool"}
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in NEEDS),
@@ -83,7 +83,7 @@ def test_wrong_password_is_a_clear_error_without_the_password(sim, monkeypatch):
 
 
 def test_unreachable_bmc_times_out(monkeypatch, tmp_path):
-    from schedlab.lab.standins import free_port
+    from schedlab.testing.standins import free_port
     import socket
     monkeypatch.setenv("SCHEDLAB_TEST_BMC_PW", "x")
     spec = BmcSpec("127.0.0.1", free_port(socket.SOCK_DGRAM), "schedlab",

@@ -5,7 +5,7 @@ import pytest
 
 from schedlab import config, testbeds
 from schedlab.config import ConfigError
-from schedlab.testbeds.base import RunFailed
+from schedlab.core.testbed import RunFailed
 from schedlab.testbeds.lab import LabTestbed
 
 from conftest import schedlab
@@ -82,4 +82,4 @@ def test_cli_lab_run_fails_clearly_without_builds(tmp_path, own_cache):
     r = schedlab("run", "s1", "--testbed", "lab", "--host", "virtual", "--variant", "fixed",
                  "--point", "mode=alone", "--reps", "1", "--out", tmp_path, timeout=120)
     assert r.returncode != 0
-    assert "build it first: python -m schedlab.lab.builds make --study s1" in r.stdout + r.stderr
+    assert "build it first: python -m schedlab.builds.lab make --study s1" in r.stdout + r.stderr

@@ -1,4 +1,4 @@
-"""The virtual lab host (schedlab.lab.vhost) and the lab builds (schedlab.lab.builds).
+"""The virtual lab host (schedlab.testing.vhost) and the lab builds (schedlab.builds.lab).
 
 Fast tests: the GRUB configuration (checked by GRUB's own parser, grub-script-check),
 the disk recipe's key, QEMU's command line and power-on script, build folders and
@@ -25,11 +25,11 @@ import pytest
 
 from schedlab import config, store
 from schedlab.config import ConfigError
-from schedlab.lab import builds as lb
+from schedlab.builds import lab as lb
 from schedlab.lab import driver as drv
-from schedlab.lab import vhost
+from schedlab.testing import vhost
 from schedlab.lab.inventory import load_inventory
-from schedlab.testbeds.base import RunFailed
+from schedlab.core.testbed import RunFailed
 from schedlab.testbeds.lab import LabTestbed
 
 from conftest import ROOT, install_debs
@@ -159,7 +159,7 @@ def _fake_xen(extra: bytes, note: bytes) -> bytes:
 
 @pytest.fixture
 def fake_sources(tmp_path, monkeypatch):
-    """schedlab.lab.builds reading a fake qemu cache: stock = Debian's, boost-bug = a source build."""
+    """schedlab.builds.lab reading a fake qemu cache: stock = Debian's, boost-bug = a source build."""
     xens = {"stock": _fake_xen(b".5", bytes(range(20))),
             "boost-bug": _fake_xen(b".5-schedlab-2f9d0c74", bytes(range(20, 40)))}
     for series, blob in xens.items():
@@ -193,7 +193,7 @@ def test_builds_build_json_expect_and_idempotence(tmp_path, fake_sources):
     assert meta["expect"] == {"xen_version": "4.17.5-schedlab-2f9", "build_id": bytes(range(20, 40)).hex(),
                               "kernel_release": "6.1.0-50-amd64"}
     assert gzip.decompress((folder / "xen.gz").read_bytes()) == fake_sources["boost-bug"]
-    assert meta["source"]["xen"]["patches"] == "boost-bug" and meta["made_by"] == "schedlab.lab.builds"
+    assert meta["source"]["xen"]["patches"] == "boost-bug" and meta["made_by"] == "schedlab.builds.lab"
     assert "/root" not in json.dumps(meta) and str(tmp_path) not in json.dumps(meta["source"]["xen"]["cache"])
     b = drv.Build.from_dir(folder)
     assert b.expect == meta["expect"] and set(b.files) == {"xen.gz", "vmlinuz", "initrd.img"}
@@ -236,9 +236,9 @@ def test_builds_cli_and_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="cannot tell its extraversion"):
         lb.xen_identity(_fake_xen(b".6", bytes(20)), "4.17.5-1")
     env = {**os.environ, "SCHEDLAB_LAB_BUILDS": str(tmp_path / "b"), "SCHEDLAB_CACHE": str(tmp_path / "cache")}
-    r = subprocess.run([str(Path(os.sys.executable)), "-m", "schedlab.lab.builds", "make", "--study", "s1"],
+    r = subprocess.run([str(Path(os.sys.executable)), "-m", "schedlab.builds.lab", "make", "--study", "s1"],
                        capture_output=True, text=True, env=env, cwd=ROOT)
-    assert r.returncode == 1 and "lab build of s1/" in r.stderr and "python -m schedlab.testbeds.qemu_images" in r.stderr
+    assert r.returncode == 1 and "lab build of s1/" in r.stderr and "python -m schedlab.builds.images" in r.stderr
     assert study["study"] == "s1"
 
 
@@ -259,7 +259,7 @@ def test_lab_options_and_default_workloads(tmp_path):
     with pytest.raises(ValueError, match="unknown lab testbed options"):
         LabTestbed(host="vhost0", nope=1)
     # the shared workloads are the default: a missing build is the first thing that stops a run
-    with pytest.raises(RunFailed, match="build it first: python -m schedlab.lab.builds make --study s1"):
+    with pytest.raises(RunFailed, match="build it first: python -m schedlab.builds.lab make --study s1"):
         tb.run_once(study, "bug", {"mode": "corun"}, 1)
     other = {**study, "workload": {"kind": "nope"}}
     tb._reserve = lambda: None
@@ -306,7 +306,7 @@ def _lab_prerequisites(study: dict) -> None:
     missing = [t for t in NEEDS if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists()]
     if missing:
         pytest.fail(f"packages installed but {', '.join(missing)} not found", pytrace=False)
-    from schedlab.testbeds import qemu_images as qi
+    from schedlab.builds import images as qi
     qi.ensure_images(build=True)
     for v in study["variants"].values():
         series = (v.get("xen") or {}).get("patches", "stock")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from schedlab import workloads
-from schedlab.testbeds.base import RunFailed
+from schedlab.core.testbed import RunFailed
 from schedlab.packs.forkexec import PACK as FORKEXEC
 from schedlab.packs.sysbench_memory import PACK as SYSBENCH_MEMORY
 from schedlab.workloads import numamix

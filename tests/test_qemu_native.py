@@ -1,5 +1,5 @@
 """Kernels booted natively under QEMU (S2 native side): schedlab/testbeds/qemu_native.py,
-native_images.py, and packs run over ssh in such a guest (--target qemu-native:CONFIG).
+schedlab/builds/native.py, and packs run over ssh in such a guest (--target qemu-native:CONFIG).
 
 The fast tests need nothing. The boot tests (marked qemu) run when the pvspin-y kernel and
 the native image are cached, or with SCHEDLAB_QEMU_TESTS=1 (then a missing image is built;
@@ -18,14 +18,14 @@ import pytest
 import yaml
 
 from schedlab import store
-from schedlab.build import kernel as kb
+from schedlab.builds import kernel as kb
 from schedlab.host import Host, HostError
 from schedlab.packs import PackOutputError, runner
 from schedlab.packs import __main__ as cli
-from schedlab import targets
-from schedlab.testbeds import native_images as ni
+from schedlab.packs import targets as pack_targets
+from schedlab.builds import native as ni
 from schedlab.testbeds import qemu_native as qn
-from schedlab.testbeds.base import RunFailed
+from schedlab.core.testbed import RunFailed
 
 REPO = Path(__file__).resolve().parents[1]
 FORCED = os.environ.get("SCHEDLAB_QEMU_TESTS") in ("1", "all")
@@ -107,14 +107,14 @@ def test_qemu_argv(tmp_path):
 
 
 def test_target_specs():
-    h = targets.get("ssh:bench@example.org:2222")
+    h = pack_targets.target_from_name("ssh:bench@example.org:2222")
     assert isinstance(h, Host) and (h.user, h.hostname, h.port) == ("bench", "example.org", 2222)
     assert h.testbed == "lab"
     h.close()
-    assert targets.get("ssh:example.org").user == "root"
+    assert pack_targets.target_from_name("ssh:example.org").user == "root"
     for bad in ("ssh:", "ssh:host:port", "dom0", "qemu-native:"):
         with pytest.raises(ValueError):
-            targets.get(bad)
+            pack_targets.target_from_name(bad)
 
 
 def test_cli_reports_ssh_failure_clearly(tmp_path, capsys):

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from schedlab.host import Host
-from schedlab.testbeds import qemu_images as qi
+from schedlab.builds import images as qi
 
 REPO = Path(__file__).resolve().parents[1]
 FORCED = os.environ.get("SCHEDLAB_QEMU_TESTS") in ("1", "all")
@@ -52,7 +52,7 @@ def qemu_prerequisites():
                     "(make deps-test installs it as root)", pytrace=False)
     if not qi.images_cached() and os.geteuid() != 0:
         pytest.fail("SCHEDLAB_QEMU_TESTS asks for the qemu tests; building their dom0 image needs root "
-                    "(debootstrap): run as root once, or build it with `python -m schedlab.testbeds.qemu_images`",
+                    "(debootstrap): run as root once, or build it with `python -m schedlab.builds.images`",
                     pytrace=False)
 
 
@@ -89,7 +89,7 @@ def test_host_argv_quoting():
 
 def test_numa_argv():
     """Fast, always runs: QEMU's -numa arguments for S4's emulated 2-node host."""
-    from schedlab.testbeds.base import RunFailed
+    from schedlab.core.testbed import RunFailed
     from schedlab.testbeds.qemu import numa_argv
     assert numa_argv(1, 2, 2048) == []
     assert numa_argv(2, 2, 3072) == ["-object", "memory-backend-ram,id=mem0,size=1536M",
@@ -119,7 +119,7 @@ def test_s1_corun_end_to_end(testbed, s1):
 def test_cached_xen_builds_identify_themselves(testbed):
     """Every Xen in the qemu cache (after the S1 test: Debian's and our source build) yields
     the version and build-id `xl info` will show, which the lab driver checks at boot."""
-    from schedlab.lab import builds as lb
+    from schedlab.builds import lab as lb
     testbed.images()
     found = sorted(qi.cache_root().glob("xen*/*/xen"))
     assert {json.loads((x.parent / "meta.json").read_text())["source"] for x in found} >= {"debian-package"}
@@ -136,7 +136,7 @@ def test_unbuilt_patch_series_fails_cleanly(testbed, s1, tmp_path, monkeypatch):
     """A testbed that may not build says which series is missing and how to build it. The
     series is a copy of boost-bug with a unique trailer, so no cache ever holds it."""
     import uuid
-    from schedlab.testbeds.base import RunFailed
+    from schedlab.core.testbed import RunFailed
     from schedlab.testbeds.qemu import QemuTestbed
     series = tmp_path / "patches" / "probe"
     series.mkdir(parents=True)

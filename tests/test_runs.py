@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from schedlab import config, store
-from schedlab.run import plan
+from schedlab.core.plan import plan
 from conftest import BIN, schedlab
 
 POINT = ["s1", "--testbed", "sim", "--variant", "bug", "--point", "mode=corun", "--seed", "7"]

@@ -8,7 +8,7 @@ import yaml
 
 from schedlab import config
 from schedlab.config import ConfigError
-from schedlab.testbeds.base import RunResult
+from schedlab.core.testbed import RunResult
 from schedlab.testbeds.sim import SimTestbed
 
 REPO = Path(__file__).resolve().parents[1]

@@ -163,6 +163,9 @@ def test_bootstrap_deterministic():
     assert r == stats.bootstrap_ratio_ci([[1, 2], [2, 2], [1, 1]], [[2, 2], [3, 3], [2, 3]], seed=0)
     with pytest.raises(ValueError, match="seed"):
         stats.bootstrap_ci(x, seed=None)
+    assert a.method == "percentile" and r.method == "log-t"          # 3 runs: parametric ratio interval
+    bca = stats.bootstrap_ci(x, stat=np.mean, method="BCa", n_boot=2000, seed=1)
+    assert bca.method == "BCa" and bca.low < bca.estimate < bca.high
 
 
 def _long_df(seed=0):
@@ -184,14 +187,20 @@ def test_compare_table():
         assert col in t.columns
     np.testing.assert_allclose(t["p_holm"], stats.holm(t["p"]))     # family = the whole table
     assert (t["p_holm"] >= t["p"]).all()
-    assert set(t.loc[t.variant == "noisy", "test"]) == {"welch"}    # Levene: variances differ
-    assert set(t.loc[t.variant == "fast", "test"]) == {"student"}
+    assert set(t["test"]) == {"welch-log"}                          # Welch by default, no pretest
     assert t.loc[t.variant == "fast", "significant"].all()
     assert all(x is True for x in t.loc[t.variant == "same", "equivalent"])
+    assert ((t["pct_low"] <= t["pct"]) & (t["pct"] <= t["pct_high"])).all()
     row = t[(t.vms == 2) & (t.variant == "fast")].iloc[0]
     sub = df[df.vms == 2]
     c = stats.compare(sub[sub.variant == "base"].value, sub[sub.variant == "fast"].value)
-    assert row["pct"] == c.pct and row["diff_err"] == c.diff_err and row["p"] == c.p
+    assert row["pct"] == pytest.approx(c.pct, rel=1e-12)
+    ts = stats.compare_table(df, "value", "base", by=["vms"], test="student")     # ministat's table
+    rs = ts[(ts.vms == 2) & (ts.variant == "fast")].iloc[0]
+    assert rs["pct"] == c.pct and rs["diff_err"] == c.diff_err and rs["p"] == c.p
+    ta = stats.compare_table(df, "value", "base", by=["vms"], welch="auto")       # the old pretest
+    assert set(ta.loc[ta.variant == "noisy", "test"]) == {"welch-log"}  # Levene: variances differ
+    assert set(ta.loc[ta.variant == "fast", "test"]) == {"student"}
     t2 = stats.compare_table(df, "value", "base", by="vms", welch=False, holm=False)
     assert set(t2["test"]) == {"student"} and (t2["p_holm"] == t2["p"]).all()
     assert t2["equivalent"].isna().all()
@@ -215,7 +224,8 @@ def test_compare_table_errors():
 def test_latex_structure_and_sidecar():
     from schedlab.stats.latex import ColumnSpec, render_tabular, PREAMBLE
     df = _long_df()
-    t = stats.compare_table(df, "value", "base", by=["vms"], margin_pct=2.0)
+    # latex.py prints pct +- pct_err: only ministat's table (test="student") has a symmetric error
+    t = stats.compare_table(df, "value", "base", by=["vms"], margin_pct=2.0, test="student")
     tex, side = stats.comparison_latex(df, t, "value", "base", by=["vms"], unit="ops/s")
     lines = tex.splitlines()
     assert lines[0].startswith(r"\begin{tabular}{l l S[table-format=") and lines[-1] == r"\end{tabular}"

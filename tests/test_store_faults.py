@@ -15,7 +15,7 @@ import pytest
 
 from schedlab import config, store
 from schedlab.run import PointRunner
-from schedlab.testbeds.base import RunFailed
+from schedlab.core.testbed import RunFailed
 from schedlab.testbeds.sim import SimTestbed
 from test_store import record
 

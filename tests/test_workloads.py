@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from schedlab import workloads
-from schedlab.testbeds.base import RunFailed
+from schedlab.core.testbed import RunFailed
 from schedlab.workloads import lockstorm, lockwork
 from schedlab.workloads.lockwork import (bucket_of, bucket_upper, hist_percentile, lock_cfg, merge_hists,
                                          parse_result)

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from schedlab import workloads
-from schedlab.testbeds.base import RunFailed
+from schedlab.core.testbed import RunFailed
 from schedlab.workloads import bursts, lockwork
 from schedlab.workloads.xentrace import TraceError, placement, records
 

@@ -32,24 +32,23 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from schedlab.host import Host, HostError, parse_kv, sha256_file
-from schedlab.testbeds.base import RunFailed, RunResult
+from schedlab.builds.lab import BUILD_ID, Build  # noqa: F401  (drv.Build: the driver's input)
+from schedlab.host import Host, HostError, parse_kv
+from schedlab.core.files import atomic_write
+from schedlab.core.testbed import RunFailed, RunResult
 
 from .inventory import HostSpec, Inventory
 from .power import BMC, BmcError
 
-BUILD_ID = re.compile(r"^[0-9a-f]{16,64}$")
 ENV_INVOCATION = "SCHEDLAB_LAB_INVOCATION"
 _PROCESS_INVOCATION = f"pid{os.getpid()}-{uuid.uuid4().hex[:8]}"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -91,57 +90,8 @@ def _is_key_mismatch(e: Exception) -> bool:
             or "REMOTE HOST IDENTIFICATION HAS CHANGED" in s)
 
 
-# --- builds -----------------------------------------------------------------------------------
+# Build (what is installed on a host) lives in the build stage: schedlab.builds.lab.
 
-@dataclass
-class Build:
-    """A Xen + dom0 kernel build as the pipeline made it.
-
-    files:   name on the host -> local path ('xen.gz', 'vmlinuz', optional 'initrd.img')
-    xen_cmdline / dom0_cmdline: the variant's options (the host's own are added)
-    expect:  what `xl info` / `uname -r` must say once it booted: xen_version,
-             xen_changeset, build_id (Xen's GNU build-id), kernel_release,
-             xen_scheduler (any subset)
-    """
-    files: dict[str, Path]
-    xen_cmdline: str = ""
-    dom0_cmdline: str = ""
-    expect: dict[str, str] = field(default_factory=dict)
-    build_id: str = ""
-
-    def __post_init__(self):
-        self.files = {k: Path(v) for k, v in self.files.items()}
-        for need in ("xen.gz", "vmlinuz"):
-            if need not in self.files:
-                raise ValueError(f"build has no {need}")
-        for name in self.files:
-            if not re.match(r"^[A-Za-z0-9_.+-]{1,64}$", name):
-                raise ValueError(f"build file name {name!r} not allowed")
-        for what, line in (("xen_cmdline", self.xen_cmdline), ("dom0_cmdline", self.dom0_cmdline)):
-            if not re.match(r"^[A-Za-z0-9_.,=:/@%+ -]*$", line):
-                raise ValueError(f"{what} {line!r}: only letters, digits, spaces and _ . , = : / @ % + -")
-        self.sha256 = {k: sha256_file(p) for k, p in sorted(self.files.items())}
-        computed = hashlib.sha256(json.dumps({"files": self.sha256, "xen_cmdline": self.xen_cmdline,
-                                              "dom0_cmdline": self.dom0_cmdline}, sort_keys=True).encode()
-                                  ).hexdigest()[:16]
-        if not self.build_id:
-            self.build_id = computed
-        if not BUILD_ID.match(self.build_id):
-            raise ValueError(f"build id {self.build_id!r}: 16-64 lower-case hex digits")
-
-    @classmethod
-    def from_dir(cls, path: Path) -> "Build":
-        """A build folder with build.json: {"files": {"xen.gz": "xen.gz", ...},
-        "xen_cmdline": ..., "dom0_cmdline": ..., "expect": {...}} (paths relative to it)."""
-        path = Path(path)
-        meta = json.loads((path / "build.json").read_text())
-        return cls(files={k: path / v for k, v in meta["files"].items()}, xen_cmdline=meta.get("xen_cmdline", ""),
-                   dom0_cmdline=meta.get("dom0_cmdline", ""), expect=meta.get("expect", {}),
-                   build_id=meta.get("build_id", ""))
-
-    def describe(self) -> dict:
-        return {"build_id": self.build_id, "sha256": self.sha256, "xen_cmdline": self.xen_cmdline,
-                "dom0_cmdline": self.dom0_cmdline, "expect": self.expect}
 
 
 # --- per-host state: lock, failures, quarantine ----------------------------------------------
@@ -206,9 +156,7 @@ class HostState:
             return {}
 
     def _write(self, p: Path, data: dict) -> None:
-        tmp = p.with_name(f".tmp-{p.name}-{os.getpid()}")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, p)
+        atomic_write(p, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
     def quarantined(self) -> dict | None:
         q = self._read(self.quarantine_path)
@@ -715,48 +663,3 @@ def pick_host(inventory: Inventory, name: str | None, *, log=None) -> HostDriver
         if all(w.endswith("quarantined") or "quarantined (" in w for w in why) or time.monotonic() >= deadline:
             raise RunFailed(f"no usable host in {name or 'the inventory'}: " + "; ".join(why))
         time.sleep(2)
-
-
-def interleaved_order(study: dict, base_seed: int) -> list[dict]:
-    """The study's run order on the lab (schedlab.run.plan: seeded, round by round,
-    variants interleaved ABBA-style rather than AAAA BBBB)."""
-    from schedlab.run import plan
-    return plan(study, "lab", base_seed)
-
-
-def run_plan(driver: HostDriver, order: list[dict], build_for: Callable[[str], Build],
-             run_entry: Callable[[dict, Build], RunResult | None], journal: Path) -> list[dict]:
-    """Execute plan entries on one host in the given order, recording what ran
-    (index, variant, build, boot id, outcome) one JSON line per entry in `journal`
-    (appended and fsynced, so the executed order survives a crash).
-
-    run_entry(entry, build) does one run (normally: store a record via
-    schedlab.run); the host is rebooted whenever the build changes."""
-    journal = Path(journal)
-    journal.parent.mkdir(parents=True, exist_ok=True)
-    done = []
-    for entry in order:
-        build = build_for(entry["variant"])
-        line = {"index": entry["index"], "plan_seed": entry["plan_seed"], "variant": entry["variant"],
-                "point": entry["point"], "repetition": entry["repetition"], "host": driver.spec.name,
-                "build_id": build.build_id, "started": _now()}
-        try:
-            run_entry(entry, build)
-            line.update(status="ok", boot_id=driver.boot_id)
-        except RunFailed as e:
-            line.update(status="failed", error=str(e)[:500], boot_id=driver.boot_id)
-            if isinstance(e, HostQuarantined):
-                _append(journal, {**line, "finished": _now()})
-                done.append(line)
-                raise
-        line["finished"] = _now()
-        _append(journal, line)
-        done.append(line)
-    return done
-
-
-def _append(path: Path, obj: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(obj, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())

@@ -21,12 +21,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from schedlab import config, packs, store, targets
+from schedlab import config, packs, store
+from schedlab import targets
+from schedlab.packs import targets as pack_targets
 from schedlab.packs import runner
-from schedlab.build.kernel import KernelBuildError
+from schedlab.builds.kernel import KernelBuildError
 from schedlab.host import HostError
 from schedlab.packs.base import PackError, PackOutputError
-from schedlab.testbeds.base import RunFailed
+from schedlab.core.testbed import RunFailed
 
 
 def _params(items: list[str]) -> dict:
@@ -77,7 +79,7 @@ def main(argv=None) -> int:
             print(" ".join(packs.debs(args.packs or None)))
             return 0
         try:
-            target = targets.get(args.target, identity=args.identity, known_hosts=args.known_hosts,
+            target = pack_targets.target_from_name(args.target, identity=args.identity, known_hosts=args.known_hosts,
                                  host_key_alias=args.host_key_alias, build=args.build,
                                  log=lambda m: print(m, file=sys.stderr, flush=True))
         except ValueError as e:

@@ -9,45 +9,33 @@ from pathlib import Path
 
 import pandas as pd
 
-from schedlab import config, store
+from schedlab import records, store
 
 
 class DataError(Exception):
     pass
 
 
-def study_manifest(data_dir: Path, testbed: str, study: str) -> Path:
-    return Path(data_dir) / "runs" / testbed / study / "all.json"
-
-
 def load_runs(data_dir: Path, testbed: str, study: str, include_warmup: bool = False) -> pd.DataFrame:
     """One row per run: run_id, variant, the point's axes, repetition, warmup,
     seed, one column per metric, plus `checksum`. Warm-ups are dropped unless
-    asked for. Raises DataError naming the file on a damaged record."""
-    data_dir = Path(data_dir)
-    rows = []
-    validator = store._validator()
-    mpath = study_manifest(data_dir, testbed, study)
-    points = json.loads(mpath.read_text())["points"] if mpath.exists() else []
-    for man in points:
-        for entry in man["runs"]:
-            rpath = data_dir / entry["path"]
-            rec = store.read_record(rpath)
-            problems = store.check_record(rpath, rec, validator)
-            if rec.get("checksum") != entry["checksum"]:
-                problems.append(f"checksum {rec.get('checksum')} differs from the manifest's {entry['checksum']}")
-            if problems:
-                raise DataError(f"{rpath}: {'; '.join(problems)}")
-            if rec["warmup"] and not include_warmup:
-                continue
-            rows.append({"run_id": rec["run_id"], "variant": rec["variant"], **rec["point"],
-                         "repetition": rec["repetition"], "warmup": rec["warmup"], "seed": rec["seed"],
-                         "checksum": rec["checksum"], "build_id": rec["provenance"]["build_id"],
-                         **rec["metrics"]})
+    asked for. Raises DataError naming the file on a damaged record. The records
+    themselves stay with the frame (`frame.attrs["records"]`), so nothing reads them twice."""
+    try:
+        recs = records.read(data_dir, testbed, study)
+    except store.RecordError as e:
+        raise DataError(str(e)) from None
+    kept = [r for r in recs if include_warmup or not r["warmup"]]
+    rows = [{"run_id": r["run_id"], "variant": r["variant"], **r["point"], "repetition": r["repetition"],
+             "warmup": r["warmup"], "seed": r["seed"], "checksum": r["checksum"],
+             "build_id": r["provenance"]["build_id"], **r["metrics"]} for r in kept]
     if not rows:
-        raise DataError(f"no runs for study {study} on testbed {testbed} in {mpath} "
+        raise DataError(f"no runs for study {study} on testbed {testbed} in "
+                        f"{records.study_manifest(Path(data_dir), testbed, study)} "
                         f"(run `snakemake` or `schedlab run {study} --testbed {testbed} ...` first)")
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    frame.attrs["records"] = {r["run_id"]: r for r in kept}
+    return frame
 
 
 def data_hash(runs: pd.DataFrame) -> str:
@@ -58,14 +46,16 @@ def data_hash(runs: pd.DataFrame) -> str:
     return h.hexdigest()
 
 
-def records(data_dir: Path, testbed: str, study: str, run_ids) -> list[dict]:
+def _records(data_dir: Path, testbed: str, study: str, runs: pd.DataFrame) -> list[dict]:
+    """The records behind `runs`: those load_runs kept, else read from the raw folder."""
+    kept = runs.attrs.get("records") or {}
     folder = store.raw_dir(Path(data_dir), testbed, study)
-    return [store.read_record(folder / f"{rid}.json") for rid in run_ids]
+    return [kept.get(rid) or store.read_record(folder / f"{rid}.json") for rid in runs["run_id"]]
 
 
 def provenance_summary(data_dir: Path, testbed: str, study: str, runs: pd.DataFrame) -> dict:
     """What the methods section says about these runs (from the records, not typed)."""
-    recs = records(data_dir, testbed, study, runs["run_id"])
+    recs = _records(data_dir, testbed, study, runs)
     tbs = {json.dumps(r["provenance"]["testbed"], sort_keys=True) for r in recs}
     hosts = {json.dumps(r["provenance"]["host"], sort_keys=True) for r in recs}
     commits = sorted({r["provenance"]["repo_commit"][:12] + ("+dirty" if r["provenance"].get("repo_dirty") else "")

@@ -16,7 +16,8 @@ import numpy as np
 
 from schedlab import config
 from schedlab.report import data as rdata
-from schedlab.report.tables import _atomic_write, _latex_escape as esc
+from schedlab.core.files import atomic_write
+from schedlab.report.tables import _latex_escape as esc
 
 DETECT_PCT = 5.0   # the effect size the power analysis asks each study to detect
 POWER = 0.8
@@ -118,7 +119,7 @@ def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], stud
     out = paper_dir / "generated"
     out.mkdir(parents=True, exist_ok=True)
     studies = {s: config.load_study(Path(studies_dir) / f"{s}.yaml") for s in study_names}
-    _atomic_write(out / "testbeds.tex", "% generated: the testbeds and (study, testbed) results this paper reports\n"
+    atomic_write(out / "testbeds.tex", "% generated: the testbeds and (study, testbed) results this paper reports\n"
                   + "".join(f"\\expandafter\\def\\csname slrep@{tb}\\endcsname{{}}\n" for tb in testbeds)
                   + "".join(f"\\expandafter\\def\\csname slrep@{s}@{tb}\\endcsname{{}}\n"
                             f"\\input{{generated/{s}/{tb}-macros.tex}}\n" for s, tb in pairs)
@@ -182,10 +183,10 @@ def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], stud
         r"Holm--Bonferroni \citep{holm1979} across all comparisons of a table; the caption states the family size. "
         r"Claims of ``no difference'' rest on a TOST equivalence test \citep{schuirmann1987tost} with a declared "
         r"margin, never on a non-significant $t$-test. Means carry 95\,\% $t$-intervals.")
-    _atomic_write(out / "methods.tex", "\n".join(lines) + "\n")
+    atomic_write(out / "methods.tex", "\n".join(lines) + "\n")
 
     h = hashlib.sha256("".join(f"{t} {d}\n" for t, d in sorted(hashes)).encode()).hexdigest()
-    _atomic_write(out / "dataset.tex",
+    atomic_write(out / "dataset.tex",
                   "% generated\n\\paragraph{Dataset.} The tables of this paper are derived from raw data with checksum\n"
                   f"\\begin{{center}}\\small\\texttt{{sha256:{h}}}\\end{{center}}\n(the hash of the per-table data hashes: "
                   + ", ".join(f"{esc(t)} \\texttt{{{d[:12]}}}" for t, d in sorted(hashes)) + ").\n")

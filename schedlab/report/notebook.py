@@ -2,7 +2,6 @@
 hold only their study's choices (which comparison, which figure)."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,7 +9,8 @@ import pandas as pd
 
 from schedlab import config
 from schedlab.report import data as rdata
-from schedlab.report.tables import StudyTable, _atomic_write, _latex_escape
+from schedlab.core.files import atomic_write
+from schedlab.report.tables import StudyTable, _latex_escape
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -106,5 +106,5 @@ class StudyContext:
 
     def finish(self, extra_macros: dict[str, str] | None = None) -> dict:
         side = self.table.write({**self.comparison_macros(), **(extra_macros or {})})
-        _atomic_write(self.out_dir / f"{self.testbed}-setup.tex", self.setup_tex())
+        atomic_write(self.out_dir / f"{self.testbed}-setup.tex", self.setup_tex())
         return side

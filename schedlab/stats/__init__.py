@@ -11,9 +11,10 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "core": ["Summary", "Comparison", "Equivalence", "BootstrapResult", "RunsCheck",
+    "core": ["Summary", "Comparison", "Equivalence", "BootstrapResult", "RunsCheck", "RunsNeeded",
              "read_ministat_file", "summarize", "compare", "tost", "holm", "runs_needed",
-             "enough_runs", "bootstrap_ci", "bootstrap_ratio_ci", "compare_table", "t_table_value"],
+             "enough_runs", "bootstrap_ci", "bootstrap_ratio_ci", "compare_table", "t_table_value",
+             "BCA_MIN_RUNS"],
     "latex": ["ColumnSpec", "render_tabular", "comparison_latex", "latex_escape"],
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}

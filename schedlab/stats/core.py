@@ -1,7 +1,8 @@
 """The statistics the notebooks use: ministat's comparison as numbers (so the
 paper's numbers equal `schedlab ministat`'s), plus what ministat does not do:
 p-values, Welch, equivalence (TOST), Holm, power, bootstrap, comparison tables.
-See docs/statistics.md."""
+Outside ministat's own numbers, variances are two-pass (ministat's running sums
+cancel for large values).  See docs/statistics.md."""
 from __future__ import annotations
 
 import math
@@ -14,9 +15,10 @@ import numpy as np
 from schedlab.stats import ministat as _m
 
 __all__ = [
-    "Summary", "Comparison", "Equivalence", "BootstrapResult", "RunsCheck",
+    "Summary", "Comparison", "Equivalence", "BootstrapResult", "RunsCheck", "RunsNeeded",
     "read_ministat_file", "summarize", "compare", "tost", "holm", "runs_needed",
     "enough_runs", "bootstrap_ci", "bootstrap_ratio_ci", "compare_table", "t_table_value",
+    "BCA_MIN_RUNS",
 ]
 
 
@@ -31,6 +33,19 @@ def _floats(values, what: str = "values", min_n: int = 2) -> list[float]:
     if not all(math.isfinite(v) for v in out):
         raise ValueError(f"{what}: contains NaN or infinite values")
     return out
+
+
+def _confidence(confidence, name: str = "confidence") -> float:
+    """A confidence level in percent; a fraction (0.95) is an error, not 0.95 %."""
+    try:
+        c = float(confidence)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a percentage such as 95, got {confidence!r}") from None
+    if 0 < c <= 1:
+        raise ValueError(f"{name}={confidence!r} looks like a fraction: give a percentage (95, not 0.95)")
+    if not 0 < c < 100:
+        raise ValueError(f"{name} must be in (0, 100) percent, got {confidence!r}")
+    return c
 
 
 def _dataset(values, what, flavor="debian") -> _m.Dataset:
@@ -122,10 +137,22 @@ def _t_ppf(q: float, dof: float) -> float:
 
 
 def _t_two_sided_p(tstat: float, dof: float) -> float:
-    from scipy import stats as st
+    from scipy import special
     if math.isnan(tstat):
         return 1.0
-    return float(2 * st.t.sf(abs(tstat), dof))
+    return float(2 * special.stdtr(dof, -abs(tstat)))
+
+
+def _t_crit(alpha: float, dof: float) -> float:
+    """Two-sided critical value: stdtrit on the small tail keeps tiny alphas exact."""
+    from scipy import special
+    return float(-special.stdtrit(dof, alpha / 2))
+
+
+def _welch_dof(a: float, b: float, n1: int, n2: int) -> float:
+    """Welch-Satterthwaite dof for the variance terms a = s1^2/n1, b = s2^2/n2."""
+    den = a * a / (n1 - 1) + b * b / (n2 - 1)
+    return (a + b) ** 2 / den if den > 0 else float(n1 + n2 - 2)
 
 
 def compare(baseline, variant, confidence: float = 95.0, welch: bool = False) -> Comparison:
@@ -134,43 +161,48 @@ def compare(baseline, variant, confidence: float = 95.0, welch: bool = False) ->
     Student (default): pooled variance, ministat's own t-table when `confidence`
     is one of 80/90/95/98/99/99.5 (the numbers then equal the CLI's; its 99.5
     column is really 99.8 %), scipy's quantile otherwise.  welch=True: Welch's
-    t-test, Welch-Satterthwaite dof and scipy's quantile (ministat's table has
-    no fractional dof).  p is scipy's two-sided p-value of the same test; the
-    verdict `significant` is ministat's |diff| > diff_err."""
-    if not 0 < confidence < 100:
-        raise ValueError(f"confidence must be in (0, 100), got {confidence}")
-    rs, ds = _dataset(baseline, "baseline"), _dataset(variant, "variant")
-    n1, n2, v1, v2 = rs.n, ds.n, rs.var(), ds.var()
-    mb, mv = rs.avg(), ds.avg()
+    t-test on two-pass variances, Welch-Satterthwaite dof and scipy's quantile
+    (ministat's table has no fractional dof).  p is scipy's two-sided p-value of
+    the test, from two-pass (shifted) variances in both cases; the verdict
+    `significant` is ministat's |diff| > diff_err.  A zero baseline mean is an
+    error (the percentages would be undefined)."""
+    confidence = _confidence(confidence)
+    b, v = _floats(baseline, "baseline"), _floats(variant, "variant")
+    n1, n2 = len(b), len(v)
+    m = _Moments(b, v)
+    if m.mb == 0:
+        raise ValueError("baseline mean is 0: the relative difference (pct) is undefined")
     if not welch:
-        ci = _m.STUDENTPCT.index(float(confidence)) if float(confidence) in _m.STUDENTPCT else None
+        rs, ds = _m.Dataset(b"", b), _m.Dataset(b"", v)
+        if rs.avg() == 0:
+            raise ValueError("baseline mean is 0: the relative difference (pct) is undefined")
+        v1, v2, mb = rs.var(), ds.var(), rs.avg()
+        ci = _m.STUDENTPCT.index(confidence) if confidence in _m.STUDENTPCT else None
         if ci is not None:
             r = _m.relative(ds, rs, ci)
-            t, spool, s, d, e = r["t"], r["spool"], r["s"], r["diff"], r["err"]
+            t, spool, d, e = r["t"], r["spool"], r["diff"], r["err"]
             pct, pct_err = r["pct"], r["pct_err"]
         else:
             dof_i = n1 + n2 - 2
             t = _t_ppf(0.5 + confidence / 200, dof_i)
             spool = math.sqrt(((n2 - 1) * v2 + (n1 - 1) * v1) / dof_i)
-            s = spool * math.sqrt(1.0 / n2 + 1.0 / n1)
-            d, e = mv - mb, t * s
+            d, e = ds.avg() - mb, t * spool * math.sqrt(1.0 / n2 + 1.0 / n1)
             pct, pct_err = _m._cdiv(d * 100, mb), _m._cdiv(e * 100, mb)
         dof = float(n1 + n2 - 2)
-        test = "student"
-    else:
-        a, b = v1 / n1, v2 / n2
-        s = math.sqrt(a + b)
-        dof = (a + b) ** 2 / (a * a / (n1 - 1) + b * b / (n2 - 1)) if (a + b) > 0 else float(n1 + n2 - 2)
-        t = _t_ppf(0.5 + confidence / 200, dof)
-        d, e, spool = mv - mb, t * s, None
-        pct, pct_err = _m._cdiv(d * 100, mb), _m._cdiv(e * 100, mb)
-        test = "welch"
-    if s > 0:
-        p = _t_two_sided_p(d / s, dof)
-    else:                                  # both samples constant
-        p = 0.0 if d != 0 else 1.0
-    return Comparison(n1, n2, mb, mv, rs.stddev(), ds.stddev(), d, e, pct, pct_err, bool(abs(d) > e),
-                      p, t, dof, test, float(confidence), spool)
+        # p from two-pass variances: ministat's running sums cancel for large values
+        sp2 = ((n1 - 1) * m.vb + (n2 - 1) * m.vv) / (n1 + n2 - 2)
+        s_p = math.sqrt(sp2 * (1.0 / n1 + 1.0 / n2))
+        p = _t_two_sided_p(m.d / s_p, dof) if s_p > 0 else (0.0 if m.d != 0 else 1.0)
+        return Comparison(n1, n2, mb, ds.avg(), rs.stddev(), ds.stddev(), d, e, pct, pct_err,
+                          bool(abs(d) > e), p, t, dof, "student", confidence, spool)
+    a, bb = m.vb / n1, m.vv / n2
+    s = math.sqrt(a + bb)
+    dof = _welch_dof(a, bb, n1, n2)
+    t = _t_ppf(0.5 + confidence / 200, dof)
+    d, e = m.d, t * s
+    p = _t_two_sided_p(d / s, dof) if s > 0 else (0.0 if d != 0 else 1.0)
+    return Comparison(n1, n2, m.mb, m.mv, math.sqrt(m.vb), math.sqrt(m.vv), d, e, d * 100 / m.mb,
+                      e * 100 / m.mb, bool(abs(d) > e), p, t, dof, "welch", confidence, None)
 
 
 # -------------------------------------------------------------- equivalence
@@ -194,28 +226,28 @@ def tost(baseline, variant, margin_pct: float = 2.0, alpha: float = 0.05) -> Equ
     margin being `margin_pct` % of the baseline mean (treated as a known scale).
     Equivalent iff p < alpha, i.e. iff the (1-2 alpha) CI lies inside +-margin.
     "No difference proven" (compare) is not "the same": only this says that."""
-    from scipy import stats as st
-    if margin_pct <= 0 or not 0 < alpha < 0.5:
+    from scipy import special
+    if not margin_pct > 0 or not 0 < alpha < 0.5:
         raise ValueError("need margin_pct > 0 and 0 < alpha < 0.5")
-    rs, ds = _dataset(baseline, "baseline"), _dataset(variant, "variant")
-    mb = rs.avg()
-    if mb == 0:
+    b, v = _floats(baseline, "baseline"), _floats(variant, "variant")
+    m = _Moments(b, v)
+    if m.mb == 0:
         raise ValueError("baseline mean is 0: a percentage margin is undefined")
-    a, b = rs.var() / rs.n, ds.var() / ds.n
-    s = math.sqrt(a + b)
-    dof = (a + b) ** 2 / (a * a / (rs.n - 1) + b * b / (ds.n - 1)) if (a + b) > 0 else float(rs.n + ds.n - 2)
-    d = ds.avg() - mb
-    delta = abs(mb) * margin_pct / 100
+    a, bb = m.vb / len(b), m.vv / len(v)
+    s = math.sqrt(a + bb)
+    dof = _welch_dof(a, bb, len(b), len(v))
+    d = m.d
+    delta = abs(m.mb) * margin_pct / 100
     if s > 0:
-        p_low = float(st.t.sf((d + delta) / s, dof))     # H0: d <= -delta
-        p_high = float(st.t.cdf((d - delta) / s, dof))   # H0: d >= +delta
-        half = float(st.t.ppf(1 - alpha, dof)) * s
+        p_low = float(special.stdtr(dof, -(d + delta) / s))     # H0: d <= -delta
+        p_high = float(special.stdtr(dof, (d - delta) / s))     # H0: d >= +delta
+        half = float(-special.stdtrit(dof, alpha)) * s
     else:
         p_low = 0.0 if d > -delta else 1.0
         p_high = 0.0 if d < delta else 1.0
         half = 0.0
     p = max(p_low, p_high)
-    scale = 100 / abs(mb)
+    scale = 100 / abs(m.mb)
     return Equivalence(bool(p < alpha), p, d * scale, (d - half) * scale, (d + half) * scale,
                        float(margin_pct), float(alpha), dof)
 
@@ -236,6 +268,23 @@ def holm(pvalues: Iterable[float]) -> np.ndarray:
     return out
 
 
+def _holm_factors(p: np.ndarray) -> np.ndarray:
+    """Each p's Holm multiplier c (unclipped p_holm = c p, c >= m - step + 1):
+    Holm rejects a hypothesis iff p < alpha / c, so the interval at level alpha / c
+    excludes the null exactly when it is rejected."""
+    m = len(p)
+    c = np.ones(m)
+    if m == 0:
+        return c
+    order = np.argsort(p, kind="stable")
+    ps = p[order]
+    steps = m - np.arange(m)
+    cm = np.maximum.accumulate(steps * ps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c[order] = np.where(ps > 0, cm / ps, steps)
+    return c
+
+
 # ------------------------------------------------------------------- power
 def _power(n: int, effect: float, alpha: float) -> float:
     """Power of the two-sided two-sample Student t-test, n runs per arm, effect =
@@ -243,47 +292,89 @@ def _power(n: int, effect: float, alpha: float) -> float:
     from scipy import stats as st
     dof = 2 * n - 2
     nc = effect * math.sqrt(n / 2)
-    tc = st.t.ppf(1 - alpha / 2, dof)
-    return float(st.nct.sf(tc, dof, nc) + st.nct.cdf(-tc, dof, nc))
+    tc = _t_crit(alpha, dof)
+    with np.errstate(all="ignore"):
+        pw = float(st.nct.sf(tc, dof, nc) + st.nct.cdf(-tc, dof, nc))
+    if math.isfinite(pw) and -1e-12 <= pw <= 1 + 1e-12:
+        return min(1.0, max(0.0, pw))
+    return _power_quad(dof, nc, tc)      # scipy's nct gives NaN for some large dof
+
+
+def _power_quad(dof: int, nc: float, tc: float) -> float:
+    """The same power by integrating P(|Z + nc| > tc W) over W = sqrt(chi2_dof / dof)."""
+    from scipy import integrate
+    from scipy import stats as st
+    r = math.sqrt(dof)
+    lo, hi = st.chi.ppf(1e-15, dof) / r, st.chi.isf(1e-15, dof) / r
+
+    def f(w):
+        return (st.norm.sf(tc * w - nc) + st.norm.cdf(-tc * w - nc)) * st.chi.pdf(w * r, dof) * r
+    pw = integrate.quad(f, lo, hi, points=[1.0] if lo < 1 < hi else None, limit=200, epsabs=1e-13)[0]
+    if not math.isfinite(pw):
+        raise ValueError(f"power undefined for dof={dof}, noncentrality={nc}")
+    return min(1.0, max(0.0, pw))
 
 
 def _cv_pct(spread, what="samples") -> float:
     if isinstance(spread, (int, float, np.floating, np.integer)):
         cv = float(spread)
     else:
-        s = summarize(_floats(spread, what))
-        if s.mean == 0:
+        x = _floats(spread, what)
+        mean, var = _mean_var(x)
+        if mean == 0:
             raise ValueError(f"{what}: mean is 0, relative spread undefined")
-        cv = s.stddev / abs(s.mean) * 100
+        cv = math.sqrt(var) / abs(mean) * 100
     if not cv >= 0 or math.isinf(cv):
         raise ValueError(f"stddev_pct must be a finite number >= 0, got {cv}")
     return cv
 
 
+class RunsNeeded(int):
+    """Runs per arm (an int) that also says whether `max_runs` capped it:
+    `capped` True means more than max_runs would be needed."""
+    capped: bool
+
+    def __new__(cls, n: int, capped: bool = False):
+        obj = super().__new__(cls, n)
+        obj.capped = bool(capped)
+        return obj
+
+    def __repr__(self) -> str:
+        return f"{int(self)} (capped at max_runs: more are needed)" if self.capped else repr(int(self))
+
+
 def runs_needed(spread, detect_pct: float, confidence: float = 95.0, power: float = 0.8,
-                max_runs: int = 100000) -> int:
+                max_runs: int = 100000) -> RunsNeeded:
     """Runs per variant for a two-sided two-sample t-test at `confidence` to detect a
     `detect_pct` % difference with probability `power`.  `spread` is the stddev
     in % of the mean (coefficient of variation) or a sample to estimate it from.
     Starts from the normal approximation and then searches with the exact
-    noncentral-t power (scipy.stats.nct)."""
+    noncentral-t power (scipy.stats.nct; numerical integration where it gives NaN).
+    Never more than `max_runs`: then the result is max_runs with `.capped` True."""
     from scipy import stats as st
+    confidence = _confidence(confidence)
     cv = _cv_pct(spread)
-    if detect_pct <= 0 or not 0 < power < 1 or not 0 < confidence < 100:
-        raise ValueError("need detect_pct > 0, 0 < power < 1, 0 < confidence < 100")
+    if not (isinstance(detect_pct, (int, float, np.floating, np.integer)) and 0 < detect_pct < math.inf):
+        raise ValueError(f"detect_pct must be a finite number > 0, got {detect_pct!r}")
+    if not 0 < power < 1:
+        hint = " (a fraction: 0.8, not 80)" if 1 <= power < 100 else ""
+        raise ValueError(f"power must be in (0, 1){hint}, got {power!r}")
+    if int(max_runs) < 2:
+        raise ValueError(f"max_runs must be >= 2, got {max_runs!r}")
+    max_runs = int(max_runs)
     if cv == 0:
-        return 2
+        return RunsNeeded(2)
     alpha = 1 - confidence / 100
     effect = detect_pct / cv
     z = st.norm.ppf(1 - alpha / 2) + st.norm.ppf(power)
-    n = max(2, int(math.ceil(2 * (z / effect) ** 2)))
+    n = min(max_runs, max(2, math.ceil(min(2 * (z / effect) ** 2, 1e18))))
     while n > 2 and _power(n - 1, effect, alpha) >= power:
         n -= 1
     while _power(n, effect, alpha) < power:
+        if n >= max_runs:
+            return RunsNeeded(max_runs, capped=True)
         n += 1
-        if n > max_runs:
-            raise ValueError(f"more than {max_runs} runs needed")
-    return n
+    return RunsNeeded(n)
 
 
 @dataclass(frozen=True)
@@ -293,32 +384,42 @@ class RunsCheck:
     need: int
     cv_pct: float        # pooled stddev in % of the baseline mean
     detect_pct: float
+    capped: bool = False  # need is max_runs and more would be needed
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def enough_runs(baseline, variant, detect_pct: float, confidence: float = 95.0,
-                power: float = 0.8) -> RunsCheck:
-    """Did a study run enough? Uses the pooled observed spread of both arms."""
-    b, v = summarize(baseline), summarize(variant)
-    if b.mean == 0:
+                power: float = 0.8, max_runs: int = 100000) -> RunsCheck:
+    """Did a study run enough? Uses the pooled observed spread (two-pass) of both arms."""
+    confidence = _confidence(confidence)
+    b, v = _floats(baseline, "baseline"), _floats(variant, "variant")
+    m = _Moments(b, v)
+    if m.mb == 0:
         raise ValueError("baseline mean is 0: relative spread undefined")
-    pooled = math.sqrt(((b.n - 1) * b.stddev ** 2 + (v.n - 1) * v.stddev ** 2) / (b.n + v.n - 2))
-    cv = pooled / abs(b.mean) * 100
-    need = runs_needed(cv, detect_pct, confidence, power)
-    have = min(b.n, v.n)
-    return RunsCheck(have >= need, have, need, cv, float(detect_pct))
+    pooled = math.sqrt(((len(b) - 1) * m.vb + (len(v) - 1) * m.vv) / (len(b) + len(v) - 2))
+    cv = pooled / abs(m.mb) * 100
+    need = runs_needed(cv, detect_pct, confidence, power, max_runs)
+    have = min(len(b), len(v))
+    return RunsCheck(have >= need and not need.capped, have, int(need), cv, float(detect_pct), need.capped)
 
 
 # --------------------------------------------------------------- bootstrap
+# Below this many runs per arm the ratio interval is parametric: BCa covered only
+# 0.89-0.90 at n = 8 and 0.92-0.94 from n = 12 in seeded simulations (normal and
+# lognormal runs, cv 10 %), the log-ratio t interval 0.95-0.97 at n = 3..5.
+BCA_MIN_RUNS = 20
+
+
 @dataclass(frozen=True)
 class BootstrapResult:
     estimate: float
     low: float
     high: float
     confidence: float
-    n_boot: int
+    n_boot: int          # resamples drawn (0: a parametric interval)
+    method: str = "percentile"   # percentile, BCa, log-t or fieller
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -331,9 +432,20 @@ def _rng(seed):
 
 
 def bootstrap_ci(values, stat: Callable = np.median, confidence: float = 95.0, n_boot: int = 10000,
-                 seed: int | None = 0) -> BootstrapResult:
-    """Percentile bootstrap CI of stat(values); deterministic for a given seed."""
+                 seed: int | None = 0, method: str = "percentile") -> BootstrapResult:
+    """Bootstrap CI of stat(values); deterministic for a given seed.  method:
+    "percentile" (default) or "BCa" (scipy.stats.bootstrap; `stat` must take axis=)."""
+    confidence = _confidence(confidence)
     x = np.asarray(_floats(values, "values"))
+    if method == "BCa":
+        from scipy import stats as st
+        _rng(seed)
+        r = st.bootstrap((x,), lambda s, axis=-1: stat(s, axis=axis), method="BCa", n_resamples=n_boot,
+                         confidence_level=confidence / 100, rng=seed, vectorized=True)
+        ci = r.confidence_interval
+        return BootstrapResult(float(stat(x)), float(ci.low), float(ci.high), confidence, int(n_boot), "BCa")
+    if method != "percentile":
+        raise ValueError(f"method must be 'percentile' or 'BCa', got {method!r}")
     idx = _rng(seed).integers(0, len(x), size=(n_boot, len(x)))
     samples = x[idx]
     try:
@@ -342,7 +454,7 @@ def bootstrap_ci(values, stat: Callable = np.median, confidence: float = 95.0, n
         boot = np.array([stat(row) for row in samples], dtype=float)
     q = (100 - confidence) / 2
     lo, hi = np.percentile(boot, [q, 100 - q])
-    return BootstrapResult(float(stat(x)), float(lo), float(hi), float(confidence), int(n_boot))
+    return BootstrapResult(float(stat(x)), float(lo), float(hi), confidence, int(n_boot), "percentile")
 
 
 def _group_totals(groups, what) -> np.ndarray:
@@ -353,14 +465,67 @@ def _group_totals(groups, what) -> np.ndarray:
     return np.asarray(_floats(tot, what))
 
 
+def _log_ratio_t(m: _Moments, nb: int, nv: int) -> tuple[float, float, float]:
+    """log(mean_v / mean_b), its delta-method standard error and Welch-Satterthwaite dof."""
+    a, b = m.vb / (nb * m.mb * m.mb), m.vv / (nv * m.mv * m.mv)
+    return math.log1p(m.d / m.mb), math.sqrt(a + b), _welch_dof(a, b, nb, nv)
+
+
+def _fieller(m: _Moments, nb: int, nv: int, confidence: float) -> tuple[float, float]:
+    """Fieller's interval for mean_v / mean_b (Welch dof at the estimate); infinite
+    when the baseline mean is not clearly away from 0."""
+    a, b = m.vv / nv, m.vb / nb
+    rho = m.mv / m.mb
+    t = _t_crit(1 - confidence / 100, _welch_dof(a, rho * rho * b, nv, nb))
+    qa = m.mb * m.mb - t * t * b
+    if qa <= 0:
+        return -math.inf, math.inf
+    half = math.sqrt(t * t * (a * qa + b * m.mv * m.mv))
+    return (m.mv * m.mb - half) / qa, (m.mv * m.mb + half) / qa
+
+
 def bootstrap_ratio_ci(baseline_groups: Sequence[Sequence[float]], variant_groups: Sequence[Sequence[float]],
-                       confidence: float = 95.0, n_boot: int = 10000, seed: int | None = 0) -> BootstrapResult:
+                       confidence: float = 95.0, n_boot: int = 10000, seed: int | None = 0,
+                       method: str = "auto") -> BootstrapResult:
     """CI of the ratio mean(variant run totals) / mean(baseline run totals), where a
-    run's total is the sum of its group (e.g. throughput summed over VMs).  Runs
-    are resampled independently within each arm; percentile interval."""
+    run's total is the sum of its group (e.g. throughput summed over VMs).
+
+    method="auto": BCa (scipy.stats.bootstrap, runs resampled within each arm)
+    when both arms have >= BCA_MIN_RUNS runs, else the parametric log-ratio t
+    interval (delta method, Welch-Satterthwaite dof), or Fieller's interval when
+    the ratio is not positive.  "BCa", "log-t", "fieller" and "percentile" (the
+    old percentile bootstrap, which under-covers at few runs) force one.  The
+    result's `method` says which was used."""
+    confidence = _confidence(confidence)
+    if method not in ("auto", "BCa", "log-t", "fieller", "percentile"):
+        raise ValueError(f"method must be auto, BCa, log-t, fieller or percentile, got {method!r}")
     b, v = _group_totals(baseline_groups, "baseline_groups"), _group_totals(variant_groups, "variant_groups")
-    if b.mean() == 0:
-        raise ValueError("baseline_groups: total is 0, ratio undefined")
+    m = _Moments(b, v)
+    if m.mb == 0:
+        raise ValueError("baseline_groups: baseline mean is 0, ratio undefined")
+    _rng(seed)
+    est = m.mv / m.mb
+    if method == "auto":
+        method = "BCa" if min(len(b), len(v)) >= BCA_MIN_RUNS else ("log-t" if est > 0 else "fieller")
+    if method == "BCa":
+        from scipy import stats as st
+        with np.errstate(all="ignore"):
+            r = st.bootstrap((b, v), lambda x, y, axis=-1: np.mean(y, axis=axis) / np.mean(x, axis=axis),
+                             method="BCa", n_resamples=n_boot, confidence_level=confidence / 100, rng=seed,
+                             vectorized=True)
+        lo, hi = float(r.confidence_interval.low), float(r.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            return BootstrapResult(est, lo, hi, confidence, int(n_boot), "BCa")
+        method = "log-t" if est > 0 else "fieller"     # degenerate resamples (e.g. constant runs)
+    if method == "log-t":
+        if not est > 0:
+            raise ValueError("log-t needs a positive ratio of means; use method='fieller'")
+        _, se, dof = _log_ratio_t(m, len(b), len(v))
+        h = _t_crit(1 - confidence / 100, dof) * se
+        return BootstrapResult(est, est * math.exp(-h), est * math.exp(h), confidence, 0, "log-t")
+    if method == "fieller":
+        lo, hi = _fieller(m, len(b), len(v), confidence)
+        return BootstrapResult(est, lo, hi, confidence, 0, "fieller")
     rng = _rng(seed)
     bb = b[rng.integers(0, len(b), size=(n_boot, len(b)))].mean(axis=1)
     vv = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(axis=1)
@@ -368,7 +533,7 @@ def bootstrap_ratio_ci(baseline_groups: Sequence[Sequence[float]], variant_group
         ratios = vv / bb
     q = (100 - confidence) / 2
     lo, hi = np.nanpercentile(ratios, [q, 100 - q])
-    return BootstrapResult(float(v.mean() / b.mean()), float(lo), float(hi), float(confidence), int(n_boot))
+    return BootstrapResult(est, float(lo), float(hi), confidence, int(n_boot), "percentile")
 
 
 # ------------------------------------------------------------------- table
@@ -379,27 +544,129 @@ def _variances_differ(a, b, alpha=0.05) -> bool:
     return bool(p < alpha) if p == p else False
 
 
-def compare_table(df, metric: str, baseline: str, by=(), variant_col: str = "variant",
-                  value_col: str = "value", confidence: float = 95.0, welch="auto",
-                  margin_pct: float | None = None, holm: bool = True):
-    """Every non-baseline variant against `baseline` at every point (a point = one
+class _PermInversion:
+    """The two-sided permutation test of the difference of means (scipy's
+    permutation_test conventions: exact over all partitions when there are at most
+    n_resamples of them, else n_resamples random ones plus the observed), inverted
+    for an interval.  Non-negative data: the scale model "variant / r ~ baseline"
+    (interval for the ratio r, never below -100 %); otherwise the shift model
+    "variant - d ~ baseline".  Every statistic is linear in the model's parameter,
+    so each p-value is one pass over the partitions."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int):
+        import itertools
+        n1, n2 = len(x), len(y)
+        n = n1 + n2
+        if math.comb(n, n1) <= n_resamples:
+            first = np.array(list(itertools.combinations(range(n), n1)), dtype=np.intp)
+            self.adj = 0
+        else:
+            perms = np.random.default_rng(seed).permuted(np.tile(np.arange(n), (n_resamples, 1)), axis=1)
+            first, self.adj = perms[:, :n1], 1
+        w = np.full((len(first), n), 1.0 / n2)
+        w[np.arange(len(first))[:, None], first] = -1.0 / n1      # variant mean - baseline mean
+        self.nonneg = bool(x.min() >= 0 and y.min() >= 0)
+        self.scale = self.nonneg and y.mean() > 0
+        z0 = np.r_[x, np.zeros(n2)] if self.scale else np.r_[x, y]
+        z1 = np.r_[np.zeros(n1), y] if self.scale else np.r_[np.zeros(n1), -np.ones(n2)]
+        self.a, self.b = w @ z0, w @ z1
+        self.a0, self.b0 = z0[n1:].mean() - z0[:n1].mean(), z1[n1:].mean() - z1[:n1].mean()
+        self.mb = float(x.mean())
+        # parameter s: log r (scale: the data are x and y * exp(-s)) or d (shift)
+        self.est = float(math.log(y.mean() / x.mean())) if self.scale else float(y.mean() - x.mean())
+        spread = float(np.ptp(np.r_[x, y])) + abs(self.est) + 1.0
+        self.far = 60.0 if self.scale else 1e6 * spread
+
+    def pvalue(self, s: float) -> float:
+        th = math.exp(-s) if self.scale else s
+        t, t0 = self.a + self.b * th, self.a0 + self.b0 * th
+        gamma = abs(np.finfo(float).eps * 100 * t0)
+        k = len(t) + self.adj
+        less = (np.count_nonzero(t <= t0 + gamma) + self.adj) / k
+        greater = (np.count_nonzero(t >= t0 - gamma) + self.adj) / k
+        return min(1.0, 2 * min(less, greater))
+
+    def interval(self, alpha: float, null_rejected: bool) -> tuple[float, float]:
+        """(low, high) in % of the baseline mean.  Consistent with the verdict by
+        construction: a rejected null (s = 0) bounds the search on its side, an
+        accepted one is included."""
+        ends = []
+        for side in (-1.0, 1.0):
+            if null_rejected and side * (0.0 - self.est) > 0:
+                inner, outer = self.est, 0.0
+            else:
+                outer = self.est + side * self.far
+                if self.pvalue(outer) >= alpha:
+                    ends.append(side * math.inf)
+                    continue
+                inner = self.est
+            for _ in range(200):                 # bisection: inner accepted, outer rejected
+                mid = (inner + outer) / 2
+                if mid in (inner, outer) or abs(outer - inner) <= 1e-13 * max(1.0, abs(inner)):
+                    break
+                if self.pvalue(mid) >= alpha:
+                    inner = mid
+                else:
+                    outer = mid
+            ends.append(inner)
+        lo, hi = ends
+        if not null_rejected:
+            lo, hi = min(lo, 0.0), max(hi, 0.0)
+        if self.scale:
+            return 100 * math.expm1(lo), 100 * math.expm1(hi)
+        a, b = 100 * lo / self.mb, 100 * hi / self.mb
+        return (max(min(a, b), -100.0) if self.nonneg else min(a, b)), max(a, b)
+
+
+_TESTS = ("welch", "student", "permutation")
+
+
+def _py(x):
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def compare_table(df, metric: str, baseline, by=(), variant_col: str = "variant",
+                  value_col: str = "value", confidence: float = 95.0, welch=None,
+                  margin_pct: float | None = None, holm: bool = True, test: str = "welch",
+                  n_resamples: int = 9999, seed: int = 0):
+    """Every non-baseline variant against its baseline at every point (a point = one
     combination of the `by` columns) of a long table with one row per run.
 
+    baseline: a variant name, or a mapping variant -> its baseline variant (every
+    variant present must be a key; a baseline maps to itself) so that several
+    baselines form one Holm family.
     Values: column `metric` if df has it (wide format), else the rows whose
     "metric" column equals `metric`, column `value_col`.
-    Family for Holm: ALL comparisons in the returned table (every point x every
-    non-baseline variant); p_holm and `significant` (p_holm < 1 - confidence/100)
-    are adjusted over that family.  holm=False leaves p_holm = p (adjust later,
-    e.g. over several tables).  `significant_unadjusted` is ministat's own verdict.
-    welch: False = Student (ministat's table), True = Welch, "auto" = Welch where
-    the Brown-Forsythe/Levene test says the variances differ at 5 %; column `test`
-    records which.  With margin_pct, `equivalent` is the TOST verdict (alpha =
-    1 - confidence/100) within +-margin_pct % of the baseline mean; else None.
+
+    test (per call): "welch" (default): Welch's t-test on the log ratio of the
+    means (delta method, Welch-Satterthwaite dof) where the ratio is positive,
+    on the difference otherwise (column `test`: "welch-log" / "welch");
+    "student": ministat's table (Student's pooled t, its +-err in diff_err and
+    pct_err, numbers equal to compare()); "permutation": the exact (or seeded
+    Monte Carlo, `n_resamples`, `seed`) permutation test of the difference of
+    means, for bimodal runs.  The old flag welch=True/False/"auto" selects
+    "welch"/"student"/a Brown-Forsythe pretest per row (which inflates the error
+    rate at few runs; not recommended).
+
+    Family for Holm: ALL comparisons in the returned table; p_holm and
+    `significant` (p_holm < 1 - confidence/100) are adjusted over it (holm=False:
+    p_holm = p).  [pct_low, pct_high] is the interval of the relative difference
+    dual to that verdict: at confidence 1 - alpha*p/p_holm (Holm's level for the
+    row's step, ci_level in %), so it excludes 0 exactly when the row is
+    significant; for ratios it comes from the log ratio and never reaches -100 %.
+    "student" rows keep ministat's unadjusted pct +- pct_err (ci_level =
+    confidence; ci_matches_star says whether it agrees with the star).  With
+    margin_pct, `equivalent` is the TOST verdict within +-margin_pct % of the
+    baseline mean, Holm-adjusted over the table's TOST p-values (eq_p_holm).
 
     Columns: *by, variant, n_base, n_var, mean_base, mean_var, sd_base, sd_var,
     median_var, diff, diff_err, pct, pct_err, p, p_holm, significant, test,
-    equivalent, eq_margin_pct, eq_p, significant_unadjusted, dof."""
+    equivalent, eq_margin_pct, eq_p, significant_unadjusted, dof, pct_low,
+    pct_high, ci_level, ci_matches_star, interval, eq_p_holm, baseline."""
+    from collections.abc import Mapping
+
     import pandas as pd
+    confidence = _confidence(confidence)
     by = [by] if isinstance(by, str) else list(by)
     missing = [c for c in [variant_col, *by] if c not in df.columns]
     if missing:
@@ -410,47 +677,173 @@ def compare_table(df, metric: str, baseline: str, by=(), variant_col: str = "var
         col, sub = value_col, df[df["metric"] == metric]
     else:
         raise ValueError(f"compare_table: no column {metric!r} and no metric/{value_col!r} columns")
-    if welch not in (True, False, "auto"):
-        raise ValueError("welch must be True, False or 'auto'")
+    if test not in _TESTS:
+        raise ValueError(f"compare_table: test must be one of {', '.join(_TESTS)}, got {test!r}")
+    if welch is not None:
+        if welch not in (True, False, "auto") or (test != "welch" and welch is not True):
+            raise ValueError("welch must be True, False or 'auto' (and only with the default test)")
+        test = {True: test, False: "student", "auto": "auto"}[welch]
     alpha = 1 - confidence / 100
-    rows = []
-    groups = sub.groupby(by, sort=True, dropna=False) if by else [((), sub)]
-    for key, g in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        point = dict(zip(by, key))
-        base_vals = g.loc[g[variant_col] == baseline, col].to_numpy(float)
-        variants = [v for v in pd.unique(g[variant_col]) if v != baseline]
-        if not variants:
+    bases = dict(baseline) if isinstance(baseline, Mapping) else None
+
+    values = sub[col].to_numpy(float)
+    names = sub[variant_col].to_numpy()
+    if by:
+        codes = sub.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
+        order = np.argsort(codes, kind="stable")
+        chunks = np.split(order, np.flatnonzero(np.diff(codes[order])) + 1) if len(order) else []
+        by_cols = [sub[c].to_numpy() for c in by]
+    else:
+        chunks, by_cols = [np.arange(len(sub))], []
+
+    rows, extra = [], []
+    for chunk in chunks:
+        if not len(chunk):
             continue
-        if len(base_vals) == 0:
-            raise ValueError(f"compare_table: no {baseline!r} runs at {point}")
-        for v in variants:
-            vals = g.loc[g[variant_col] == v, col].to_numpy(float)
-            where = f"{v!r} vs {baseline!r} at {point}"
-            if len(vals) < 2 or len(base_vals) < 2:
+        point = {c: _py(a[chunk[0]]) for c, a in zip(by, by_cols)}
+        vnames, vals = names[chunk], values[chunk]
+        for v in pd.unique(vnames):
+            if bases is None:
+                base = baseline
+            elif v in bases:
+                base = bases[v]
+            else:
+                raise ValueError(f"compare_table: no baseline for variant {v!r} (at {point})")
+            if v == base:
+                continue
+            xb, xv = vals[vnames == base], vals[vnames == v]
+            if len(xb) == 0:
+                raise ValueError(f"compare_table: no {base!r} runs at {point}")
+            where = f"{v!r} vs {base!r} at {point}"
+            if len(xv) < 2 or len(xb) < 2:
                 raise ValueError(f"compare_table: {where}: need at least 2 runs per variant "
-                                 f"(have {len(base_vals)} and {len(vals)})")
-            use_welch = _variances_differ(base_vals, vals) if welch == "auto" else bool(welch)
+                                 f"(have {len(xb)} and {len(xv)})")
+            if not (np.isfinite(xb).all() and np.isfinite(xv).all()):
+                raise ValueError(f"compare_table: {where}: contains NaN or infinite values")
             try:
-                c = compare(base_vals, vals, confidence, welch=use_welch)
+                row, ex = _table_row(xb, xv, test, confidence, n_resamples, seed)
+                eq = tost(xb, xv, margin_pct, alpha) if margin_pct else None
             except ValueError as e:
                 raise ValueError(f"compare_table: {where}: {e}") from None
-            eq = tost(base_vals, vals, margin_pct, alpha) if margin_pct else None
-            rows.append({**point, "variant": v, "n_base": c.n_base, "n_var": c.n_var,
-                         "mean_base": c.mean_base, "mean_var": c.mean_var, "sd_base": c.sd_base,
-                         "sd_var": c.sd_var, "median_var": summarize(vals).median, "diff": c.diff,
-                         "diff_err": c.diff_err, "pct": c.pct, "pct_err": c.pct_err, "p": c.p,
-                         "test": c.test, "equivalent": None if eq is None else eq.equivalent,
-                         "eq_margin_pct": margin_pct, "eq_p": None if eq is None else eq.p,
-                         "significant_unadjusted": c.significant, "dof": c.dof})
+            rows.append({**point, "variant": v, **row, "equivalent": None if eq is None else eq.equivalent,
+                         "eq_margin_pct": margin_pct, "eq_p": None if eq is None else eq.p, "baseline": base})
+            extra.append(ex)
+
     cols = [*by, "variant", "n_base", "n_var", "mean_base", "mean_var", "sd_base", "sd_var", "median_var",
             "diff", "diff_err", "pct", "pct_err", "p", "p_holm", "significant", "test", "equivalent",
-            "eq_margin_pct", "eq_p", "significant_unadjusted", "dof"]
-    out = pd.DataFrame(rows, columns=[c for c in cols if c not in ("p_holm", "significant")])
-    out["p_holm"] = holm_fn(out["p"].to_numpy(float)) if holm else out["p"].to_numpy(float)
-    out["significant"] = [bool(x < alpha) for x in out["p_holm"]]
+            "eq_margin_pct", "eq_p", "significant_unadjusted", "dof", "pct_low", "pct_high", "ci_level",
+            "ci_matches_star", "interval", "eq_p_holm", "baseline"]
+    later = ("p_holm", "significant", "significant_unadjusted", "pct_low", "pct_high", "ci_level",
+             "ci_matches_star", "eq_p_holm")
+    out = pd.DataFrame(rows, columns=[c for c in cols if c not in later])
+    p = out["p"].to_numpy(float)
+    p_holm = holm_fn(p) if holm else p.copy()
+    sig = p_holm < alpha
+    level = alpha / _holm_factors(p) if holm else np.full(len(p), alpha)
+    lows, highs, ci_level, unadj = [], [], [], []
+    for i, ex in enumerate(extra):
+        lo, hi, lvl = _row_interval(ex, float(level[i]), bool(sig[i]), confidence)
+        lows.append(lo)
+        highs.append(hi)
+        ci_level.append(lvl)
+        unadj.append(ex["verdict"] if ex["kind"] == "ministat" else bool(p[i] < alpha))
+    out["p_holm"] = p_holm
+    out["significant"] = [bool(x) for x in sig]
+    out["significant_unadjusted"] = unadj
+    out["pct_low"], out["pct_high"], out["ci_level"] = lows, highs, ci_level
+    excl = (out["pct_low"] > 0) | (out["pct_high"] < 0)
+    out["ci_matches_star"] = [bool(a == b) for a, b in zip(out["significant"], excl)]
+    if margin_pct and len(out):
+        eq_p = out["eq_p"].to_numpy(float)
+        eq_holm = holm_fn(eq_p) if holm else eq_p
+        out["eq_p_holm"] = eq_holm
+        out["equivalent"] = [bool(x < alpha) for x in eq_holm]
+    else:
+        out["eq_p_holm"] = None
     out["equivalent"] = out["equivalent"].astype(object)
     return out[cols]
+
+
+class _Moments:
+    """Two-pass means and variances of two samples around a common shift, and the
+    difference of the means (exact-ish for large values with a small spread)."""
+
+    def __init__(self, b, v):
+        b, v = np.asarray(b, float), np.asarray(v, float)
+        shift = float(b[0])
+        db, dv = b - shift, v - shift
+        sb, sv = float(np.mean(db)), float(np.mean(dv))
+        self.mb, self.mv, self.d = shift + sb, shift + sv, sv - sb
+        self.vb = float(np.sum((db - sb) ** 2) / (len(b) - 1))
+        self.vv = float(np.sum((dv - sv) ** 2) / (len(v) - 1))
+
+
+def _mean_var(x) -> tuple[float, float]:
+    m = _Moments(x, x)
+    return m.mb, m.vb
+
+
+def _table_row(xb: np.ndarray, xv: np.ndarray, test: str, confidence: float, n_resamples: int,
+               seed: int) -> tuple[dict, dict]:
+    """One comparison's numbers (before the family's adjustment) and what its
+    interval needs later."""
+    nb, nv = len(xb), len(xv)
+    median = float(np.sort(xv)[nv // 2])       # Debian ministat's median
+    if test == "auto":
+        test = "welch" if _variances_differ(xb, xv) else "student"
+    if test == "student":
+        c = compare(xb, xv, confidence)
+        row = {"n_base": nb, "n_var": nv, "mean_base": c.mean_base, "mean_var": c.mean_var,
+               "sd_base": c.sd_base, "sd_var": c.sd_var, "median_var": median, "diff": c.diff,
+               "diff_err": c.diff_err, "pct": c.pct, "pct_err": c.pct_err, "p": c.p, "test": "student",
+               "dof": c.dof, "interval": "ministat"}
+        return row, {"kind": "ministat", "pct": c.pct, "err": abs(c.pct_err), "verdict": c.significant}
+    m = _Moments(xb, xv)
+    if m.mb == 0:
+        raise ValueError("baseline mean is 0: the relative difference (pct) is undefined")
+    row = {"n_base": nb, "n_var": nv, "mean_base": m.mb, "mean_var": m.mv, "sd_base": math.sqrt(m.vb),
+           "sd_var": math.sqrt(m.vv), "median_var": median, "diff": m.d, "diff_err": math.nan,
+           "pct": m.d * 100 / m.mb, "pct_err": math.nan}
+    if test == "permutation":
+        from scipy import stats as st
+        perm = _PermInversion(xb, xv, n_resamples, seed)
+        p = float(st.permutation_test((xb, xv), lambda x, y, axis=-1: np.mean(y, axis=axis) - np.mean(x, axis=axis),
+                                      vectorized=True, n_resamples=n_resamples, rng=seed).pvalue)
+        row.update(p=p, test="permutation", dof=math.nan, interval="permutation")
+        return row, {"kind": "permutation", "perm": perm}
+    nonneg = bool(xb.min() >= 0 and xv.min() >= 0)
+    if m.mv / m.mb > 0:
+        stat, se, dof = _log_ratio_t(m, nb, nv)
+        kind = "log-ratio"
+    else:                                       # opposite signs or a zero variant mean
+        a, b = m.vb / nb, m.vv / nv
+        stat, se, dof = m.d, math.sqrt(a + b), _welch_dof(a, b, nb, nv)
+        kind = "difference"
+    p = _t_two_sided_p(stat / se, dof) if se > 0 else (0.0 if stat != 0 else 1.0)
+    row.update(p=p, test="welch-log" if kind == "log-ratio" else "welch", dof=dof, interval=kind)
+    return row, {"kind": kind, "stat": stat, "se": se, "dof": dof, "mb": m.mb, "nonneg": nonneg}
+
+
+def _row_interval(ex: dict, level: float, significant: bool, confidence: float) -> tuple[float, float, float]:
+    """(pct_low, pct_high, confidence in %) of one row at the two-sided `level`."""
+    if ex["kind"] == "ministat":                # unadjusted, as ministat prints it
+        return ex["pct"] - ex["err"], ex["pct"] + ex["err"], confidence
+    ci_level = 100 * (1 - level)
+    if ex["kind"] == "permutation":
+        lo, hi = ex["perm"].interval(level, significant)
+        return lo, hi, ci_level
+    stat, se = ex["stat"], ex["se"]
+    h = _t_crit(level, ex["dof"]) * se if se > 0 else 0.0
+    if se > 0 and (abs(stat) > h) != significant:   # rounding at the boundary: follow the verdict
+        h = abs(stat) / se * (1 - 1e-12 if significant else 1 + 1e-12) * se
+    lo, hi = stat - h, stat + h
+    if ex["kind"] == "log-ratio":
+        return 100 * math.expm1(lo), 100 * math.expm1(hi), ci_level
+    a, b = 100 * lo / ex["mb"], 100 * hi / ex["mb"]
+    lo, hi = min(a, b), max(a, b)
+    if ex["nonneg"]:                            # a ratio of non-negative means is >= 0
+        lo = max(lo, -100.0)
+    return lo, hi, ci_level
 
 
 holm_fn = holm

@@ -1,4 +1,4 @@
-"""Testbeds: one file per testbed, all behind `schedlab.testbeds.base.Testbed`."""
+"""Testbeds: one file per testbed, all behind `schedlab.core.testbed.Testbed`."""
 from __future__ import annotations
 
 NAMES = ("sim", "qemu", "lab")

@@ -14,7 +14,7 @@ that build (`xl info`, `uname -r`), run the study's workload, leave the host
 booting its default entry. Records are written by schedlab.run as for every
 testbed; failures become failure records and retries.
 
-Builds are folders made by schedlab.lab.builds (`python -m schedlab.lab.builds make
+Builds are folders made by schedlab.builds.lab (`python -m schedlab.builds.lab make
 --study s1`, or the Snakemake rule lab_builds). Workloads are those of the qemu
 testbed (schedlab.workloads, driven from dom0 over ssh): `workloads.get(kind)(host,
 domains, options, point, seed, booted)`, options = schedlab.workloads.DEFAULTS and
@@ -32,7 +32,7 @@ from typing import Any, Callable
 from schedlab.config import ROOT, ConfigError
 
 from .. import workloads as shared_workloads
-from .base import RunFailed, RunResult, Testbed
+from schedlab.core.testbed import RunFailed, RunResult, Testbed
 
 # an injected workload(host, build, booted_info, study, point, seed) -> RunResult
 LabWorkload = Callable[..., RunResult]
@@ -53,7 +53,7 @@ class LabTestbed(Testbed):
         unknown = set(overrides) - set(DEFAULTS)
         if unknown:
             raise ValueError(f"unknown lab testbed options: {sorted(unknown)}")
-        from schedlab.lab.builds import default_builds_dir
+        from schedlab.builds.lab import default_builds_dir
         from schedlab.lab.inventory import load_inventory
         self.options = {**DEFAULTS, **overrides}
         self.inventory = load_inventory(inventory)
@@ -80,22 +80,22 @@ class LabTestbed(Testbed):
     # -- builds ------------------------------------------------------------------------------
     @staticmethod
     def build_name(study: dict, variant: str) -> str:
-        from schedlab.lab.builds import build_name
+        from schedlab.builds.lab import build_name
         try:
             return build_name(study, variant)
         except KeyError:
             raise RunFailed(f"study {study.get('study')!r} has no variant {variant!r}") from None
 
     def build(self, study: dict, variant: str):
-        """The variant's Build: <builds_dir>/<build name>/build.json (schedlab.lab.builds),
+        """The variant's Build: <builds_dir>/<build name>/build.json (schedlab.builds.lab),
         with the variant's Xen boot options and the scheduler added."""
-        from schedlab.lab.builds import variant_build
+        from schedlab.builds.lab import variant_build
         name = self.build_name(study, variant)
         try:
             return variant_build(self.builds_dir, study, variant, self.config(study)["scheduler"])
         except FileNotFoundError:
             raise RunFailed(f"lab build {name} not found ({self.builds_dir / name}/build.json); build it first: "
-                            f"python -m schedlab.lab.builds make --study {study.get('study')}") from None
+                            f"python -m schedlab.builds.lab make --study {study.get('study')}") from None
 
     def _builds(self, study: dict) -> dict[str, Any]:
         out = {}

@@ -5,7 +5,7 @@ ssh through a loopback port forward. `QemuTestbed.run_once` drives it exactly li
 machine (schedlab.host.Host): checks what booted (`xl info`), creates the study's guests
 with `xl create`, pins them, measures from dom0, destroys them.
 
-Images come from schedlab.testbeds.qemu_images (Debian packages, cached by hash).
+Images come from schedlab.builds.images (Debian packages, cached by hash).
 The workloads that run in the guests are in schedlab/workloads/ (shared with the lab testbed).
 
 TCG runs every instruction through QEMU's translator: scheduling decisions (who runs
@@ -19,9 +19,6 @@ import hashlib
 import json
 import os
 import platform
-import re
-import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -31,87 +28,10 @@ from typing import Any
 from ..host import Host, HostError, HostTimeout, parse_kv
 from .. import workloads
 from ..workloads.xl import Domains
-from . import qemu_images as qi
-from .base import RunFailed, RunResult, Testbed
-
-DEFAULTS: dict[str, Any] = {
-    "accel": "tcg,thread=multi",
-    "cpu": "Haswell-noTSX",       # -cpu max crashes dom0 early; KVM: nested Xen stalls
-    "smp": 2,
-    "memory_mb": 2048,
-    "numa_nodes": 1,              # >1: QEMU -numa, the pCPUs and memory split evenly (S4's 2-node host);
-                                  # Xen reads the nodes from the ACPI SRAT QEMU builds, checked at boot
-    "dom0_memory_mb": 1024,
-    "scheduler": "credit",        # Xen 4.17 defaults to credit2; the studies are about credit1
-    "xen_cmdline_extra": "",
-    "boot_timeout_s": 420,        # QEMU start -> ssh into dom0
-    "xen_build": "debian",        # "debian": patches=stock boots Debian's prebuilt hypervisor;
-                                  # "source": every series (stock too) boots qi.build_xen(series)
-    "reuse_vm": True,             # keep the booted host between runs of the same build
-    **workloads.DEFAULTS,         # what runs in the guests (schedlab/workloads/)
-}
-
-
-def _die_with_parent() -> None:
-    """In the QEMU child: get SIGKILL if the Python process dies (even by SIGKILL), so no
-    QEMU outlives its driver. Linux only; harmless elsewhere."""
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-HOST_TICKS = workloads.lockwork.GUEST_TICKS      # /proc/stat's first eight fields, as in the guests
-
-
-def host_cpu_ticks() -> list[int]:
-    """This machine's aggregate CPU ticks from /proc/stat (HOST_TICKS order); [] elsewhere.
-    Steal matters: when this machine is itself a VM, a neighbour slows TCG down."""
-    try:
-        with open("/proc/stat") as f:
-            return [int(x) for x in f.readline().split()[1:1 + len(HOST_TICKS)]]
-    except (OSError, ValueError):
-        return []
-
-
-def numa_argv(nodes: int, smp: int, memory_mb: int) -> list[str]:
-    """QEMU arguments for an emulated host of `nodes` NUMA nodes, each with an equal share of
-    the vCPUs (Xen's pCPUs) and of the memory; nothing for one node."""
-    if nodes <= 1:
-        return []
-    if smp % nodes or memory_mb % nodes:
-        raise RunFailed(f"numa_nodes={nodes} must divide smp={smp} and memory_mb={memory_mb}")
-    per_cpu, per_mb = smp // nodes, memory_mb // nodes
-    out: list[str] = []
-    for i in range(nodes):
-        cpus = f"{i * per_cpu}" if per_cpu == 1 else f"{i * per_cpu}-{(i + 1) * per_cpu - 1}"
-        out += ["-object", f"memory-backend-ram,id=mem{i},size={per_mb}M",
-                "-numa", f"node,nodeid={i},cpus={cpus},memdev=mem{i}"]
-    return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop_process_group(proc: subprocess.Popen | None, grace: float = 10) -> None:
-    """SIGTERM a QEMU's process group (started with start_new_session), SIGKILL it after
-    `grace` seconds; a process that already exited is left alone."""
-    if proc is None or proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except (subprocess.TimeoutExpired, ProcessLookupError):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=grace)
-
+from schedlab.builds import images as qi
+from schedlab.core.testbed import RunFailed, RunResult, Testbed
+from schedlab.testbeds.qemu_host import (DEFAULTS, HOST_TICKS, _die_with_parent, _free_port,  # noqa: F401
+                                         host_cpu_ticks, numa_argv, stop_process_group)
 
 class QemuVM:
     """One QEMU process running Xen + dom0; `host` is the ssh driver for dom0."""
@@ -243,7 +163,7 @@ class QemuTestbed(Testbed):
                 self._images = qi.ensure_images(build=self.build, log=self.log)
             except FileNotFoundError as e:
                 raise RunFailed(f"qemu images not built ({e}); build them with "
-                                "`python -m schedlab.testbeds.qemu_images` or the qemu_images rule") from e
+                                "`python -m schedlab.builds.images` or the qemu_images rule") from e
         return self._images
 
     def config(self, study: dict) -> dict:
@@ -263,7 +183,7 @@ class QemuTestbed(Testbed):
         prebuilt binary (or, with xen_build: source, an unpatched source build); any other
         series always boots the source build of xen-patches/<series>/*.patch, found in the
         cache by patch content. Only a testbed made with build=True builds a missing series
-        (~4-10 min); otherwise use `python -m schedlab.testbeds.qemu_images xen-src --patches
+        (~4-10 min); otherwise use `python -m schedlab.builds.images xen-src --patches
         <series>`."""
         xen = (self._variant(study, variant).get("xen") or {})
         series = xen.get("patches", "stock")
@@ -285,7 +205,7 @@ class QemuTestbed(Testbed):
         if series != "stock" and not sorted((qi.PATCH_DIR / series).glob("*.patch")):
             return RunFailed(f"patch series {series!r} not built yet: no patches in {qi.PATCH_DIR / series}")
         return RunFailed(f"patch series {series!r} not built yet "
-                         f"(python -m schedlab.testbeds.qemu_images xen-src --patches {series})")
+                         f"(python -m schedlab.builds.images xen-src --patches {series})")
 
     def xen_cmdline(self, study: dict, variant: str) -> str:
         cfg = self.config(study)
@@ -443,7 +363,7 @@ class QemuTestbed(Testbed):
         blob = xen.read_bytes()
         # The GNU build-id of the binary QEMU booted must be the one Xen reports; version,
         # changeset (empty in Debian's builds) and compile date are strings inside it.
-        want_id = xen_build_id(blob)
+        want_id = qi.xen_build_id(blob)
         if want_id and info.get("build_id") != want_id:
             problems.append(f"build_id is {info.get('build_id')!r}, {xen.name} has {want_id!r}")
         for k in ("xen_changeset", "cc_compile_date"):
@@ -480,8 +400,3 @@ class QemuTestbed(Testbed):
             pass
         return log
 
-
-def xen_build_id(blob: bytes) -> str | None:
-    """The GNU build-id note (hex) of a Xen ELF image, as `xl info` reports it."""
-    m = re.search(rb"\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00(.{20})", blob, re.S)
-    return m.group(1).hex() if m else None

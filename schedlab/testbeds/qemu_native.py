@@ -8,8 +8,8 @@
     runner.close()
 
 A variant names a kernel config (`kernel: {config: pvspin-y, cmdline: nopvspin}`). run_once
-boots that kernel (schedlab.build.kernel, cached) with QEMU TCG directly (`-kernel bzImage`)
-on a throw-away qcow2 overlay of the native image (schedlab.testbeds.native_images), or
+boots that kernel (schedlab.builds.kernel, cached) with QEMU TCG directly (`-kernel bzImage`)
+on a throw-away qcow2 overlay of the native image (schedlab.builds.native), or
 reuses the running VM while kernel and command line stay the same; reaches it over ssh
 through a loopback port forward (schedlab.host.Host, strict host-key checking); checks what
 booted (uname -r / uname -v, /proc/cmdline, the sha256 of /proc/config.gz against the
@@ -42,13 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from schedlab import packs
-from schedlab.build import kernel as kb
-from schedlab.host import Host, HostError, HostTimeout, sha256_file
+from schedlab.builds import kernel as kb
+from schedlab.host import Host, HostError, HostTimeout
 from schedlab.packs.base import Context, PackError, gather_facts
 from schedlab.targets import TargetError
-from schedlab.testbeds import native_images as ni
-from schedlab.testbeds.base import RunFailed, RunResult
-from schedlab.testbeds.qemu import stop_process_group
+from schedlab.builds import native as ni
+from schedlab.core.testbed import RunFailed, RunResult
+from schedlab.testbeds.qemu_host import DEFAULTS, stop_process_group
 
 BASE_CMDLINE = f"root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 init={ni.INIT_IN_IMAGE}"
 PREPARE_TIMEOUT_S = 1200
@@ -368,7 +368,7 @@ class NativeRunner:
                 self._image = ni.image(build=bool(self.testbed.build), log=self.testbed.log)
             except FileNotFoundError as e:
                 raise RunFailed(f"native image not built ({e}); build it with "
-                                "`python -m schedlab.testbeds.native_images` or the qemu_native_image rule") from e
+                                "`python -m schedlab.builds.native` or the qemu_native_image rule") from e
         return self._image
 
     def kernel(self, config: str, build: bool | None = None) -> kb.Kernel | None:
@@ -456,7 +456,7 @@ class NativeRunner:
     def _prepare(self, study: dict, bench: str, pack) -> dict:
         if bench in self._prepared:
             return self._prepared[bench]
-        from schedlab.run import derive_seed
+        from schedlab.core.plan import derive_seed
         tgt = self._target
         tgt.deadline = time.monotonic() + PREPARE_TIMEOUT_S
         t0 = time.monotonic()
@@ -491,7 +491,7 @@ class NativeRunner:
         metric = wanted[0]
         kernel = self.kernel(config)
         if kernel is None:
-            raise RunFailed(f"kernel config {config!r} not built yet (python -m schedlab.build.kernel {config})")
+            raise RunFailed(f"kernel config {config!r} not built yet (python -m schedlab.builds.kernel {config})")
         cfg = self.testbed.config(study)
         cmdline = cmdline_for(extra)
         vm = self._ensure_vm(kernel, cmdline, cfg)
@@ -567,8 +567,7 @@ class NativeTarget:
 
     def __init__(self, config: str, extra_cmdline: str = "", *, build: bool = False, workdir: Path | None = None,
                  log=None, **options):
-        from schedlab.testbeds.qemu import DEFAULTS
-        from schedlab.testbeds import qemu_images as qi
+        from schedlab.builds import images as qi
         unknown = set(options) - set(DEFAULTS)
         if unknown:
             raise ValueError(f"unknown qemu testbed options: {sorted(unknown)}")

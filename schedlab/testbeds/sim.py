@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError
-from .base import RunFailed, RunResult, Testbed
+from schedlab.core.testbed import RunFailed, RunResult, Testbed
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_DIR = REPO / "sim"

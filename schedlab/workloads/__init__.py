@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..testbeds.base import RunFailed, RunResult
+from schedlab.core.testbed import RunFailed, RunResult
 from . import bursts, lockstorm, lockwork, netpair, numamix
 
 # kind -> run(host, domains, options, point, seed, booted) -> RunResult

@@ -32,7 +32,7 @@ import re
 from typing import Any
 
 from ..host import Host
-from ..testbeds.base import RunFailed, RunResult
+from schedlab.core.testbed import RunFailed, RunResult
 from .lockwork import guests_to_boot, module_params, point_vms, run_lock_vms, vm_names
 from .xentrace import Trace, placement
 from .xl import Domains

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..host import Host
-from ..testbeds.base import RunFailed, RunResult
+from schedlab.core.testbed import RunFailed, RunResult
 from .lockwork import guests_to_boot, hist_percentile, merge_hists, module_params, run_lock_vms, vm_names
 from .xl import Domains
 

@@ -41,7 +41,7 @@ import time
 from typing import Any, Callable, ContextManager
 
 from ..host import Host
-from ..testbeds.base import RunFailed, RunResult
+from schedlab.core.testbed import RunFailed, RunResult
 from .xl import Domains, guest_cfg
 
 FLAVOURS = ("ticket", "spin-yield", "kernel", "none")

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from ..host import Host
-from ..testbeds.base import RunFailed, RunResult
+from schedlab.core.testbed import RunFailed, RunResult
 from .xl import Domains, guest_cfg
 
 DEFAULTS: dict[str, Any] = {

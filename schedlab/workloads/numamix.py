@@ -57,7 +57,7 @@ from ..host import Host
 from ..packs.base import PackError
 from ..packs.forkexec import PACK as FORKEXEC
 from ..packs.sysbench_memory import PACK as SYSBENCH_MEMORY
-from ..testbeds.base import RunFailed, RunResult
+from schedlab.core.testbed import RunFailed, RunResult
 from .lockwork import (GUEST_TICKS, ensure_lock_vms, guests_to_boot, module_params, parse_result, point_vms,
                        trigger, vm_names)
 from .xentrace import Trace, placement

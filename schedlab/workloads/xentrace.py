@@ -31,7 +31,7 @@ from collections import defaultdict
 from typing import Any, Iterator
 
 from ..host import Host, HostError
-from ..testbeds.base import RunFailed
+from schedlab.core.testbed import RunFailed
 
 TRC_LOST_RECORDS = 0x0001F001
 TRC_TRACE_CPU_CHANGE = 0x0001F003

@@ -20,7 +20,7 @@ import subprocess
 import time
 
 from ..host import Host, HostError
-from ..testbeds.base import RunFailed
+from schedlab.core.testbed import RunFailed
 
 GUEST_DIR_IN_DOM0 = "/var/lib/schedlab/guest"
 

@@ -1,8 +1,8 @@
 """Lab builds: what the lab driver installs on a host, one folder per variant build.
 
-    python -m schedlab.lab.builds make --study s1 [--variant bug] [--out DIR] [--stock debian|source]
+    python -m schedlab.builds.lab make --study s1 [--variant bug] [--out DIR] [--stock debian|source]
                                        [--manifest build/lab/s1.json]
-    python -m schedlab.lab.builds show --study s1
+    python -m schedlab.builds.lab show --study s1
 
 A build folder is <builds dir>/<build name>/ (build name: LabTestbed.build_name,
 `xen-<patch series>_kernel-<kernel config>`; builds dir: $SCHEDLAB_LAB_BUILDS, default
@@ -13,10 +13,10 @@ $SCHEDLAB_CACHE/builds/lab):
     initrd.img   the dom0 initramfs
     build.json   {"files": {...}, "xen_cmdline": "", "dom0_cmdline": "", "expect": {...}, "source": {...}}
 
-They are made from what the qemu testbed built and cached (schedlab.testbeds.qemu_images):
+They are made from what the qemu testbed built and cached (schedlab.builds.images):
 `patches: stock` is Debian's prebuilt xen-hypervisor-4.17-amd64 at the version of dom0's
 xen-utils (`--stock source`: the unpatched source build instead), any other series is
-the source build of xen-patches/<series>/ (`python -m schedlab.testbeds.qemu_images
+the source build of xen-patches/<series>/ (`python -m schedlab.builds.images
 xen-src --patches <series>`, or the Snakemake rule qemu_xen_src); kernel config `default`
 is the dom0 kernel and initramfs of the qemu testbed's dom0 image.
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -38,16 +39,71 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
+from schedlab.core.files import atomic_write
 from schedlab.host import sha256_file
 
-MADE_BY = "schedlab.lab.builds"
+BUILD_ID = re.compile(r"^[0-9a-f]{16,64}$")
+
+
+@dataclass
+class Build:
+    """A Xen + dom0 kernel build as the pipeline made it.
+
+    files:   name on the host -> local path ('xen.gz', 'vmlinuz', optional 'initrd.img')
+    xen_cmdline / dom0_cmdline: the variant's options (the host's own are added)
+    expect:  what `xl info` / `uname -r` must say once it booted: xen_version,
+             xen_changeset, build_id (Xen's GNU build-id), kernel_release,
+             xen_scheduler (any subset)
+    """
+    files: dict[str, Path]
+    xen_cmdline: str = ""
+    dom0_cmdline: str = ""
+    expect: dict[str, str] = field(default_factory=dict)
+    build_id: str = ""
+
+    def __post_init__(self):
+        self.files = {k: Path(v) for k, v in self.files.items()}
+        for need in ("xen.gz", "vmlinuz"):
+            if need not in self.files:
+                raise ValueError(f"build has no {need}")
+        for name in self.files:
+            if not re.match(r"^[A-Za-z0-9_.+-]{1,64}$", name):
+                raise ValueError(f"build file name {name!r} not allowed")
+        for what, line in (("xen_cmdline", self.xen_cmdline), ("dom0_cmdline", self.dom0_cmdline)):
+            if not re.match(r"^[A-Za-z0-9_.,=:/@%+ -]*$", line):
+                raise ValueError(f"{what} {line!r}: only letters, digits, spaces and _ . , = : / @ % + -")
+        self.sha256 = {k: sha256_file(p) for k, p in sorted(self.files.items())}
+        computed = hashlib.sha256(json.dumps({"files": self.sha256, "xen_cmdline": self.xen_cmdline,
+                                              "dom0_cmdline": self.dom0_cmdline}, sort_keys=True).encode()
+                                  ).hexdigest()[:16]
+        if not self.build_id:
+            self.build_id = computed
+        if not BUILD_ID.match(self.build_id):
+            raise ValueError(f"build id {self.build_id!r}: 16-64 lower-case hex digits")
+
+    @classmethod
+    def from_dir(cls, path: Path) -> "Build":
+        """A build folder with build.json: {"files": {"xen.gz": "xen.gz", ...},
+        "xen_cmdline": ..., "dom0_cmdline": ..., "expect": {...}} (paths relative to it)."""
+        path = Path(path)
+        meta = json.loads((path / "build.json").read_text())
+        return cls(files={k: path / v for k, v in meta["files"].items()}, xen_cmdline=meta.get("xen_cmdline", ""),
+                   dom0_cmdline=meta.get("dom0_cmdline", ""), expect=meta.get("expect", {}),
+                   build_id=meta.get("build_id", ""))
+
+    def describe(self) -> dict:
+        return {"build_id": self.build_id, "sha256": self.sha256, "xen_cmdline": self.xen_cmdline,
+                "dom0_cmdline": self.dom0_cmdline, "expect": self.expect}
+
+MADE_BY = "schedlab.builds.lab"
 BUILD_FORMAT = 1
 
 
 def default_builds_dir() -> Path:
-    from .inventory import cache_root
+    from schedlab.lab.inventory import cache_root
     return Path(os.environ.get("SCHEDLAB_LAB_BUILDS") or cache_root() / "builds" / "lab")
 
 
@@ -67,7 +123,7 @@ def xen_identity(xen: bytes, version: str) -> dict[str, str]:
     version: the Debian version it was built from (e.g. 4.17.5+72-g01140da4e8-1); the
     extraversion (".5", ".5-schedlab-2f9d0c74") is found in the binary: exactly one
     string there starts with the patch level."""
-    from schedlab.testbeds.qemu import xen_build_id
+    from schedlab.builds.images import xen_build_id
     m = re.match(r"^(?:\d+:)?(\d+)\.(\d+)\.(\d+)", version)
     if not m:
         raise ValueError(f"cannot read the Xen version from {version!r}")
@@ -87,13 +143,13 @@ def xen_identity(xen: bytes, version: str) -> dict[str, str]:
 
 def xen_source(series: str, stock: str = "debian") -> tuple[Path, dict]:
     """(hypervisor binary, its meta.json) for a patch series, from the qemu testbed's cache."""
-    from schedlab.testbeds import qemu_images as qi
+    from schedlab.builds import images as qi
     if series == "stock" and stock == "debian":
         try:
             xen_dir = qi.ensure_images(build=False, log=None).xen_dir
         except FileNotFoundError as e:
             raise FileNotFoundError(f"Debian's Xen / the dom0 image are not built ({e}); "
-                                    "python -m schedlab.testbeds.qemu_images") from e
+                                    "python -m schedlab.builds.images") from e
         return xen_dir / "xen", json.loads((xen_dir / "meta.json").read_text())
     if stock not in ("debian", "source"):
         raise ValueError(f"--stock {stock!r}: debian or source")
@@ -101,26 +157,26 @@ def xen_source(series: str, stock: str = "debian") -> tuple[Path, dict]:
         xen = qi.build_xen(series, build=False, log=None)
     except FileNotFoundError as e:
         raise FileNotFoundError(f"Xen patch series {series!r} is not built ({e}); "
-                                f"python -m schedlab.testbeds.qemu_images xen-src --patches {series}") from e
+                                f"python -m schedlab.builds.images xen-src --patches {series}") from e
     return xen, json.loads((xen.parent / "meta.json").read_text())
 
 
 def kernel_source(config: str) -> tuple[Path, Path, dict]:
     """(vmlinuz, initrd.img, meta) of a dom0 kernel configuration."""
-    from schedlab.testbeds import qemu_images as qi
+    from schedlab.builds import images as qi
     if config != "default":
         raise ValueError(f"kernel config {config!r}: lab builds exist for `default` (the qemu testbed's dom0 "
                          "kernel) only")
     try:
         d = qi.ensure_dom0(build=False, log=None)
     except FileNotFoundError as e:
-        raise FileNotFoundError(f"the dom0 image is not built ({e}); python -m schedlab.testbeds.qemu_images") from e
+        raise FileNotFoundError(f"the dom0 image is not built ({e}); python -m schedlab.builds.images") from e
     return d / "vmlinuz", d / "initrd.img", json.loads((d / "meta.json").read_text())
 
 
 def _cache_rel(p: Path) -> str:
     """A cache path as $SCHEDLAB_CACHE/...: build.json names no absolute path of this machine."""
-    from .inventory import cache_root
+    from schedlab.lab.inventory import cache_root
     try:
         return "$SCHEDLAB_CACHE/" + str(Path(p).resolve().relative_to(cache_root().resolve()))
     except ValueError:
@@ -204,7 +260,6 @@ def make_build(study: dict, variant: str, out: Path | None = None, *, stock: str
 def variant_build(builds_dir: Path, study: dict, variant: str, scheduler: str = "credit"):
     """The driver's Build for a variant: the build folder plus the variant's Xen boot
     options (`xen.boot`), `sched=<scheduler>`, and the variant's dom0 `kernel.cmdline`."""
-    from .driver import Build
     folder = Path(builds_dir) / build_name(study, variant)
     if not (folder / "build.json").exists():
         raise FileNotFoundError(folder)
@@ -233,7 +288,7 @@ def manifest(builds_dir: Path, study: dict, scheduler: str = "credit") -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from schedlab import config
-    ap = argparse.ArgumentParser(prog="python -m schedlab.lab.builds", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m schedlab.builds.lab", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     mk = sub.add_parser("make", help="make the lab builds of a study's variants")
     sh = sub.add_parser("show", help="print the builds of a study (build ids as the driver installs them)")
@@ -270,10 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "show":
         print(json.dumps(m, indent=1))
     if a.cmd == "make" and a.manifest:
-        a.manifest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = a.manifest.with_name(f".{a.manifest.name}.tmp")
-        tmp.write_text(json.dumps(m, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, a.manifest)
+        atomic_write(a.manifest, json.dumps(m, indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -1,7 +1,7 @@
 """The root filesystem for kernels booted natively under QEMU (no Xen): S2's native side.
 
-    python -m schedlab.testbeds.native_images          # build (root: debootstrap) or find; prints JSON
-    python -m schedlab.testbeds.native_images paths    # where it would be
+    python -m schedlab.builds.native          # build (root: debootstrap) or find; prints JSON
+    python -m schedlab.builds.native paths    # where it would be
 
 What is built (under $SCHEDLAB_CACHE/qemu, default ~/.cache/schedlab/qemu; nothing in git):
 
@@ -17,7 +17,7 @@ What is built (under $SCHEDLAB_CACHE/qemu, default ~/.cache/schedlab/qemu; nothi
       packages.txt            dpkg-query of the tree
       meta.json               versions, sizes, build times, sha256 of what matters
 
-The image boots with any of our kernels (schedlab.build.kernel: everything built in, so the
+The image boots with any of our kernels (schedlab.builds.kernel: everything built in, so the
 image carries no modules): `-kernel bzImage -append "root=/dev/vda rw console=ttyS0
 init=/sbin/schedlab-native-init"`. guest/native-init.sh mounts, configures QEMU's user
 network, starts sshd and becomes busybox init (no systemd/udev: slow under TCG).
@@ -32,7 +32,7 @@ of driver Makefiles, which takes minutes under TCG), with `make tinyconfig` alre
 its kconfig and fixdep host tools are built. The kernbench pack unpacks it like the full tarball
 (`--param tarball=...`); its `make tinyconfig` then only re-runs conf.
 
-Building needs root (debootstrap chroots) and the Debian mirror, like qemu_images.
+Building needs root (debootstrap chroots) and the Debian mirror, like schedlab.builds.images.
 """
 from __future__ import annotations
 
@@ -41,7 +41,6 @@ import inspect
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -49,8 +48,9 @@ from pathlib import Path
 
 from schedlab import packs
 from schedlab.host import sha256_file
-from schedlab.testbeds import qemu_images as qi
-from schedlab.testbeds.qemu_images import Log, _dir_size, _finish, _key, _nice, _run, _stderr
+from schedlab.builds import images as qi
+from schedlab.builds import rootfs
+from schedlab.builds.images import Log, _dir_size, _finish, _key, _nice, _run, _stderr
 
 RECIPE_VERSION = 1
 PACKS = ("pgbench", "pbzip2", "kernbench")
@@ -77,9 +77,10 @@ def rootfs_key() -> str:
 
 
 def image_key() -> str:
-    code = "".join(inspect.getsource(f) for f in (ensure_image, _configure_tree, _kernbench_tarball))
+    code = "".join(inspect.getsource(f) for f in (ensure_image, _configure_tree, rootfs.configure_image,
+                                                   _kernbench_tarball))
     return _key({"recipe": RECIPE_VERSION, "what": "native", "rootfs": rootfs_key(),
-                 "init": hashlib.sha256(INIT_SCRIPT.read_bytes()).hexdigest(),
+                 "init": rootfs.init_sha256(INIT_SCRIPT),
                  "code": hashlib.sha256(code.encode()).hexdigest(),
                  "kernbench": [KERNBENCH_TARBALL, KERNBENCH_PRUNE, KERNBENCH_KEEP]})
 
@@ -118,32 +119,8 @@ def ensure_rootfs(*, build: bool = True, log: Log | None = _stderr) -> Path:
 
 def _configure_tree(root: Path, tmp: Path) -> None:
     """ssh keys, sshd config, init, identity of the native image."""
-    for old in (root / "etc/ssh").glob("ssh_host_*"):
-        old.unlink()
-    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", HOST_KEY_ALIAS,
-          "-f", root / "etc/ssh/ssh_host_ed25519_key"])
-    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "schedlab-client", "-f", tmp / "id_ed25519"])
-    hostpub = (root / "etc/ssh/ssh_host_ed25519_key.pub").read_text().split()
-    (tmp / "known_hosts").write_text(f"{HOST_KEY_ALIAS} {hostpub[0]} {hostpub[1]}\n")
-    sshdir = root / "root/.ssh"
-    sshdir.mkdir(mode=0o700, exist_ok=True)
-    shutil.copy(tmp / "id_ed25519.pub", sshdir / "authorized_keys")
-    os.chmod(sshdir / "authorized_keys", 0o600)
-    (root / "etc/ssh/sshd_config.d").mkdir(exist_ok=True)
-    (root / "etc/ssh/sshd_config.d/schedlab.conf").write_text(
-        "HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin prohibit-password\n"
-        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUseDNS no\nUsePAM no\n"
-        "MaxSessions 64\nMaxStartups 64\n")
-    shutil.copy(INIT_SCRIPT, root / INIT_IN_IMAGE.lstrip("/"))
-    os.chmod(root / INIT_IN_IMAGE.lstrip("/"), 0o755)
-    (root / "etc/inittab").write_text("::sysinit:/bin/true\n::ctrlaltdel:/sbin/reboot\n::shutdown:/bin/sync\n")
-    (root / "etc/hostname").write_text("schedlab-native\n")
-    (root / "etc/hosts").write_text("127.0.0.1 localhost\n127.0.1.1 schedlab-native\n")
-    (root / "etc/fstab").write_text("/dev/vda / ext4 rw,noatime 0 1\n")
-    # busybox init wants /bin/busybox (Debian puts it in /usr/bin, /bin is a symlink to usr/bin
-    # in bookworm's merged /usr; make sure either way)
-    if not (root / "bin/busybox").exists():
-        os.symlink("/usr/bin/busybox", root / "bin/busybox")
+    rootfs.configure_image(root, tmp, name=HOST_KEY_ALIAS, init_script=INIT_SCRIPT, init_path=INIT_IN_IMAGE,
+                           sshd_extra="MaxSessions 64\nMaxStartups 64\n")
 
 
 def _kernbench_tarball(root: Path, log: Log | None) -> dict:
@@ -219,7 +196,7 @@ def ensure_image(*, build: bool = True, log: Log | None = _stderr) -> Path:
         meta = {
             "suite": qi.SUITE, "mirror": qi.MIRROR, "key": final.name,
             "versions": {p: pkgs.get(p) for p in packages()},
-            "init": INIT_IN_IMAGE, "init_sha256": sha256_file(INIT_SCRIPT),
+            "init": INIT_IN_IMAGE, "init_sha256": rootfs.init_sha256(INIT_SCRIPT),
             "kernbench_tarball": kb,
             "sha256": {"packages.txt": sha256_file(tmp / "packages.txt"),
                        "known_hosts": sha256_file(tmp / "known_hosts")},
@@ -270,7 +247,7 @@ def image_cached() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m schedlab.testbeds.native_images",
+    ap = argparse.ArgumentParser(prog="python -m schedlab.builds.native",
                                  description="Build (or locate) the native image for kernels booted without Xen.")
     ap.add_argument("what", nargs="?", default="image", choices=["image", "rootfs", "paths"])
     a = ap.parse_args(argv)

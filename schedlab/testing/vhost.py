@@ -1,18 +1,18 @@
 """The virtual lab host: a QEMU machine that boots from its own disk through GRUB,
 powered on and off by an IPMI BMC, so the whole lab path runs without a rack.
 
-    python -m schedlab.lab.vhost build        # the disk image (root; cached by recipe hash)
-    python -m schedlab.lab.vhost up           # start its BMC (ipmi_sim), `chassis power on`, wait for ssh
-    python -m schedlab.lab.vhost status       # BMC, power, ssh, what booted, pending one-shot entry
-    python -m schedlab.lab.vhost console      # attach to the serial console (GRUB menu, Xen, dom0)
-    python -m schedlab.lab.vhost down         # `chassis power off`, stop the BMC
-    python -m schedlab.lab.vhost reset-disk   # the host's disk back to the freshly built image
+    python -m schedlab.testing.vhost build        # the disk image (root; cached by recipe hash)
+    python -m schedlab.testing.vhost up           # start its BMC (ipmi_sim), `chassis power on`, wait for ssh
+    python -m schedlab.testing.vhost status       # BMC, power, ssh, what booted, pending one-shot entry
+    python -m schedlab.testing.vhost console      # attach to the serial console (GRUB menu, Xen, dom0)
+    python -m schedlab.testing.vhost down         # `chassis power off`, stop the BMC
+    python -m schedlab.testing.vhost reset-disk   # the host's disk back to the freshly built image
 
 The machine (`config/lab.yaml`, host vhost0):
 
   disk      an MBR disk with one ext4 partition and GRUB for i386-pc in the MBR gap,
             like a BIOS server installed with Debian. Its root file system is the
-            qemu testbed's dom0 (the debootstrap tree of schedlab.testbeds.qemu_images
+            qemu testbed's dom0 (the debootstrap tree of schedlab.builds.images
             as configured for its disk image: busybox init /sbin/schedlab-init, xen-utils,
             sshd, the PV guest in /var/lib/schedlab/guest) plus what a lab host needs:
             grub-common/grub2-common (grub-editenv, grub-reboot), sshd with the host key
@@ -21,7 +21,7 @@ The machine (`config/lab.yaml`, host vhost0):
             static grub.cfg (no /etc/grub.d, no update-grub): its default entry boots
             that Xen + dom0 (multiboot2), it sources the driver's schedlab.cfg, and it
             consumes grubenv's next_entry, which is how `grub-reboot` works.
-  power     ipmi_sim (schedlab.lab.standins.IpmiSim) on 127.0.0.1:<bmc port>; its
+  power     ipmi_sim (schedlab.testing.standins.IpmiSim) on 127.0.0.1:<bmc port>; its
             `startcmd` is <state>/power-on.sh, which runs QEMU; power off kills QEMU.
   QEMU      TCG, -cpu Haswell-noTSX, -smp = the inventory topology, -m = its memory_mb,
             no -no-reboot (a reboot resets into the firmware and GRUB, like hardware),
@@ -55,9 +55,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from schedlab.testbeds import qemu_images as qi
+from schedlab.builds import images as qi
 
-from .inventory import cache_root
+from schedlab.lab.inventory import cache_root
 
 RECIPE_VERSION = 1
 NAME = "vhost0"
@@ -143,7 +143,7 @@ class Keys:
 
 @dataclass
 class Inputs:
-    """What the image is made of (all cached by schedlab.testbeds.qemu_images)."""
+    """What the image is made of (all cached by schedlab.builds.images)."""
     dom0_dir: Path          # dom0/<key>/: disk.img (the configured dom0 tree), vmlinuz, initrd.img
     xen_dir: Path           # xen/<key>/: Debian's prebuilt hypervisor, the tools' version
     kernel: str             # dom0 kernel release
@@ -187,7 +187,7 @@ def grub_cfg(*, uuid_: str, kernel: str, xen_cmdline: str = DEFAULT_XEN_CMDLINE,
     mods = "\n".join(f"insmod {m}" for m in CFG_MODULES)
     return f"""\
 # schedlab virtual lab host: static GRUB configuration (no /etc/grub.d, no update-grub).
-# Written by schedlab.lab.vhost when the disk image was built. schedlab's lab driver
+# Written by schedlab.testing.vhost when the disk image was built. schedlab's lab driver
 # writes schedlab.cfg next to this file (one menu entry per installed build, ids
 # schedlab-<build id>) and arms a one-shot boot with `grub-reboot schedlab-<build id>`,
 # which sets next_entry in grubenv: this file boots it once and clears it.
@@ -247,7 +247,7 @@ def image_dir(name: str = NAME, *, build: bool = False, log: Log | None = _stder
         return final
     if not build:
         raise FileNotFoundError(f"virtual lab host image not built: {final} "
-                                f"(python -m schedlab.lab.vhost build)")
+                                f"(python -m schedlab.testing.vhost build)")
     built = build_image(name, log=log)
     prune_images(name, keep=built, log=log)
     return built
@@ -469,7 +469,7 @@ class VHost:
                  run_dir: Path | None = None, ssh_port: int | None = None, bmc_port: int | None = None,
                  vm_port: int | None = None, smp: int | None = None, memory_mb: int | None = None,
                  cpu: str = "Haswell-noTSX", accel: str = "tcg,thread=multi"):
-        from .inventory import load_inventory
+        from schedlab.lab.inventory import load_inventory
         self.name = name
         self.keys = Keys(home(name))
         inv = inventory if inventory is not None and not isinstance(inventory, (str, Path)) \
@@ -540,7 +540,7 @@ class VHost:
         text = (
             "#!/bin/sh\n"
             f"# {self.name}'s power: its BMC (ipmi_sim) runs this on `chassis power on` and kills it on\n"
-            "# `chassis power off`. Written by schedlab.lab.vhost (rewritten by `vhost up`).\n"
+            "# `chassis power off`. Written by schedlab.testing.vhost (rewritten by `vhost up`).\n"
             f"mkdir -p {q(str(self.run_dir))}\n"
             f"log={q(str(self.console_log))}\n"
             '[ -f "$log" ] && [ "$(stat -c %s "$log")" -gt 67108864 ] && mv -f "$log" "$log.old"\n'
@@ -566,13 +566,13 @@ class VHost:
 
     def ipmi_sim(self):
         """The BMC as an in-process object (tests): IpmiSim with this host's ports and startcmd."""
-        from .standins import IpmiSim
+        from schedlab.testing.standins import IpmiSim
         return IpmiSim(self.bmc_dir, [str(self.power_on_script)], password=self.password(),
                        port=self.bmc_port, vm_port=self.vm_port, poweroff_wait=5, kill_wait=10)
 
     def bmc_spec(self):
         """A BmcSpec for this host's ipmi_sim (the inventory's, or one with this object's port)."""
-        from .inventory import BmcSpec, SecretRef, Where
+        from schedlab.lab.inventory import BmcSpec, SecretRef, Where
         if self.spec and self.spec.bmc and self.spec.bmc.port == self.bmc_port:
             return self.spec.bmc
         return BmcSpec(address="127.0.0.1", port=self.bmc_port, user="schedlab",
@@ -580,7 +580,7 @@ class VHost:
                        timeout_s=15, retries=1)
 
     def bmc(self):
-        from .power import BMC
+        from schedlab.lab.power import BMC
         return BMC(self.bmc_spec())
 
     def bmc_pid(self) -> int | None:
@@ -592,17 +592,17 @@ class VHost:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             return None
-        return pid if b"schedlab.lab.standins" in cmd else None
+        return pid if b"schedlab.testing.standins" in cmd else None
 
     def start_bmc(self, log: Log | None = _stderr) -> int:
-        """ipmi_sim as a background process (python -m schedlab.lab.standins bmc ...)."""
+        """ipmi_sim as a background process (python -m schedlab.testing.standins bmc ...)."""
         pid = self.bmc_pid()
         if pid:
             return pid
         self.bmc_dir.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "SCHEDLAB_BMC_PASSWORD"}
         env["SCHEDLAB_VHOST_BMC_PASSWORD"] = self.password()          # the child's environment only
-        argv = [sys.executable, "-m", "schedlab.lab.standins", "bmc", "--dir", str(self.bmc_dir),
+        argv = [sys.executable, "-m", "schedlab.testing.standins", "bmc", "--dir", str(self.bmc_dir),
                 "--port", str(self.bmc_port), "--vm-port", str(self.vm_port), "--password-env",
                 "SCHEDLAB_VHOST_BMC_PASSWORD", "--poweroff-wait", "5", "--kill-wait", "10",
                 "--", str(self.power_on_script)]
@@ -703,7 +703,7 @@ class VHost:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m schedlab.lab.vhost", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m schedlab.testing.vhost", description=__doc__.split("\n\n")[0])
     ap.add_argument("--name", default=NAME, help="inventory host (default vhost0)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("build", help="build the disk image (root), print its folder")
@@ -734,7 +734,7 @@ def main(argv: list[str] | None = None) -> int:
         os.execvp("socat", ["socat", "-,raw,echo=0,escape=0x1d", f"UNIX-CONNECT:{vh.serial_sock}"])
     elif a.cmd == "reset-disk":
         if vh.bmc_pid() and vh.bmc().status() == "on":
-            _stderr(f"{vh.name} is powered on: `python -m schedlab.lab.vhost down` first")
+            _stderr(f"{vh.name} is powered on: `python -m schedlab.testing.vhost down` first")
             return 1
         vh.prepare(reset_disk=True)
     elif a.cmd == "paths":

@@ -244,14 +244,14 @@ def _arg(s: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m schedlab.lab.standins bmc --dir D --port 9623 [--vm-port 9624] -- START-COMMAND...`
+    """`python -m schedlab.testing.standins bmc --dir D --port 9623 [--vm-port 9624] -- START-COMMAND...`
 
     Runs an ipmi_sim BMC on 127.0.0.1 until interrupted (e.g. for the qemu virtual
     host: START-COMMAND starts QEMU). The password is read from the environment
     variable named by --password-env (default SCHEDLAB_BMC_PASSWORD), never argv."""
     import argparse
     import sys
-    ap = argparse.ArgumentParser(prog="python -m schedlab.lab.standins")
+    ap = argparse.ArgumentParser(prog="python -m schedlab.testing.standins")
     sub = ap.add_subparsers(dest="what", required=True)
     b = sub.add_parser("bmc", help="an ipmi_sim BMC on 127.0.0.1")
     b.add_argument("--dir", required=True, type=Path)

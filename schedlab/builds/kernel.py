@@ -1,7 +1,7 @@
 """Linux kernels built from Debian's linux-source-6.1, one per kernel config name.
 
-    python -m schedlab.build.kernel pvspin-y [--json]     # build (or find) and print the bzImage
-    python -m schedlab.build.kernel pvspin-y --no-build   # only look in the cache
+    python -m schedlab.builds.kernel pvspin-y [--json]     # build (or find) and print the bzImage
+    python -m schedlab.builds.kernel pvspin-y --no-build   # only look in the cache
 
 Recipe (docs/kernel-builds.md):
 
@@ -63,7 +63,7 @@ def _stderr(msg: str) -> None:
 
 
 def cache_root() -> Path:
-    """$SCHEDLAB_CACHE/kernel (default ~/.cache/schedlab/kernel), like qemu_images.cache_root()."""
+    """$SCHEDLAB_CACHE/kernel (default ~/.cache/schedlab/kernel), like schedlab.builds.images.cache_root()."""
     base = os.environ.get("SCHEDLAB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "schedlab")
     return Path(base) / "kernel"
 
@@ -397,7 +397,7 @@ def build_kernel(name: str, *, build: bool = True, jobs: int | None = None, frag
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m schedlab.build.kernel",
+    ap = argparse.ArgumentParser(prog="python -m schedlab.builds.kernel",
                                  description="Build (or find in the cache) the kernel for one config name.")
     ap.add_argument("config", help="kernel config name: config/kernel/<config>.config over base.config")
     ap.add_argument("--json", action="store_true", help="print a JSON pointer (path, hash, build time)")

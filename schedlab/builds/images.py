@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from schedlab.builds import rootfs
 from schedlab.host import sha256_file  # re-exported: qemu.py uses qi.sha256_file
 
 RECIPE_VERSION = 1
@@ -226,7 +228,8 @@ def dom0_key() -> str:
     # The code that turns the tree into the images (not the whole module: editing build_xen
     # must not rebuild dom0).
     import inspect
-    code = "".join(inspect.getsource(f) for f in (ensure_dom0, _build_guest_initrd, _build_dom0_initrd,
+    code = "".join(inspect.getsource(f) for f in (ensure_dom0, rootfs.configure_image, _build_guest_initrd,
+                                                   _build_dom0_initrd,
                                                    _module_order, _module_bytes, _cpio_gz, _copy_into,
                                                    _chroot_libs))
     scripts["code"] = hashlib.sha256(code.encode()).hexdigest()
@@ -540,29 +543,9 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
     kver = kvers[-1]
     for name, src in (("vmlinuz", f"boot/vmlinuz-{kver}"), ("initrd.img", f"boot/initrd.img-{kver}")):
         shutil.copy(root / src, tmp / name)
-    # ssh: a fresh host key (its public half becomes our known_hosts) and our client key.
-    for old in (root / "etc/ssh").glob("ssh_host_*"):
-        old.unlink()
-    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "schedlab-dom0",
-          "-f", root / "etc/ssh/ssh_host_ed25519_key"])
-    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "schedlab-client", "-f", tmp / "id_ed25519"])
-    hostpub = (root / "etc/ssh/ssh_host_ed25519_key.pub").read_text().split()
-    (tmp / "known_hosts").write_text(f"{HOST_KEY_ALIAS} {hostpub[0]} {hostpub[1]}\n")
-    sshdir = root / "root/.ssh"
-    sshdir.mkdir(mode=0o700, exist_ok=True)
-    shutil.copy(tmp / "id_ed25519.pub", sshdir / "authorized_keys")
-    os.chmod(sshdir / "authorized_keys", 0o600)
-    (root / "etc/ssh/sshd_config.d").mkdir(exist_ok=True)
-    (root / "etc/ssh/sshd_config.d/schedlab.conf").write_text(
-        "HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin prohibit-password\n"
-        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUseDNS no\nUsePAM no\n")
-    # init, inittab, identity, xl defaults
-    shutil.copy(GUEST_DIR / "dom0-init.sh", root / "sbin/schedlab-init")
-    os.chmod(root / "sbin/schedlab-init", 0o755)
-    (root / "etc/inittab").write_text("::sysinit:/bin/true\n::ctrlaltdel:/sbin/reboot\n::shutdown:/bin/sync\n")
-    (root / "etc/hostname").write_text("schedlab-dom0\n")
-    (root / "etc/hosts").write_text("127.0.0.1 localhost\n127.0.1.1 schedlab-dom0\n")
-    (root / "etc/fstab").write_text("/dev/vda / ext4 rw,noatime 0 1\n")
+    # ssh keys, sshd, init (guest/dom0-init.sh + init-common.sh), identity
+    rootfs.configure_image(root, tmp, name=HOST_KEY_ALIAS, init_script=GUEST_DIR / "dom0-init.sh",
+                           init_path="/sbin/schedlab-init")
     xlconf = root / "etc/xen/xl.conf"
     xlconf.parent.mkdir(parents=True, exist_ok=True)
     with open(xlconf, "a") as f:
@@ -688,6 +671,12 @@ def build_xen(variant_patches: list[Path] | str | None = None, *, version: str |
         p.unlink()
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return _finish(tmp, final) / "xen"
+
+
+def xen_build_id(blob: bytes) -> str | None:
+    """The GNU build-id note (hex) of a Xen ELF image, as `xl info` reports it."""
+    m = re.search(rb"\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00(.{20})", blob, re.S)
+    return m.group(1).hex() if m else None
 
 
 # -- all together ------------------------------------------------------------------------------

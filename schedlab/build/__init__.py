@@ -1,1 +1,0 @@
-"""Builds of things the testbeds boot: kernels (schedlab.build.kernel)."""

@@ -1,0 +1,129 @@
+"""Which raw records make a study's results: one home for the selection that the run stage,
+`schedlab dataset`, the Snakefile and the notebooks share.
+
+A record belongs to the current study when its definition hash is that of a (variant,
+point) of the study file as it is now; a point's runs are those of one build, keyed as the
+runner keys them (store.run_key_of). A manifest lists, per point, the runs (path and
+checksum) the statistics use; the notebooks read records through it, each once.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from schedlab import config, store
+
+
+def current_definitions(study: dict, testbed: str) -> dict[str, tuple[str, dict]]:
+    """{definition hash: (variant, point)} of every (variant, point) of the study on testbed."""
+    return {config.sha256(config.definition(study, testbed, v, p)): (v, p)
+            for v in study["variants"] for p in config.points(study, testbed)}
+
+
+def manifest_entry(study: str, testbed: str, variant: str, point: dict, definition_hash: str,
+                   recs: list[dict]) -> dict:
+    """One point's entry of a manifest: the runs that stand for it."""
+    return {"study": study, "testbed": testbed, "variant": variant, "point": point,
+            "point_id": config.point_id(point), "definition_hash": definition_hash,
+            "runs": [{"run_id": r["run_id"], "path": str(Path("raw") / testbed / study / f"{r['run_id']}.json"),
+                      "checksum": r["checksum"], "warmup": r["warmup"]} for r in recs]}
+
+
+def on_disk(data_dir: Path, study: dict, testbed: str) -> list[Path]:
+    """Files in the study's raw folder that belong to its current definition (read only; a
+    file that cannot be read is listed too, for `schedlab dataset` to name)."""
+    folder = store.raw_dir(Path(data_dir), testbed, study["study"])
+    want = current_definitions(study, testbed)
+    out = []
+    for path in store.iter_records(folder) if folder.is_dir() else []:
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            out.append(path)
+            continue
+        if isinstance(rec, dict) and rec.get("definition_hash") in want:
+            out.append(path)
+    return out
+
+
+def first_short_point(data_dir: Path, study: dict, testbed: str, need: int = 2) -> str | None:
+    """The first (variant/point) with fewer than `need` measured runs on disk (what a
+    comparison needs), or None when every point has them."""
+    want = {h: f"{v}/{config.point_id(p)}" for h, (v, p) in current_definitions(study, testbed).items()}
+    n = dict.fromkeys(want, 0)
+    for path in on_disk(data_dir, study, testbed):
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None            # `schedlab dataset` names the broken file
+        if rec.get("status") == "ok" and not rec.get("warmup") and rec.get("definition_hash") in n:
+            n[rec["definition_hash"]] += 1
+    return next((want[h] for h, k in n.items() if k < need), None)
+
+
+def select(study: dict, testbed: str, data_dir: Path, base_seed: int) -> dict:
+    """The manifest of the records on disk: for every (variant, point) of the current
+    definition the runs of one build, the build with the most of the plan's repetitions,
+    ties to the latest. Every record in the folder is checked; a damaged one, or two records
+    of one run, is an error naming the file. Returns {"points": [...], "missing": [...],
+    "failed": n, "runs": n}."""
+    folder = store.raw_dir(Path(data_dir), testbed, study["study"])
+    by_key: dict[str, tuple[Path, dict]] = {}
+    failed = 0
+    for path in store.iter_records(folder):
+        rec = store.read_record(path)
+        problems = store.check_record(path, rec)
+        if problems:
+            raise store.RecordError(f"{path}: {'; '.join(problems)}")
+        if rec.get("status") != "ok":
+            failed += 1
+            continue
+        if rec["run_key"] in by_key:
+            raise store.RecordError(f"{path}: field run_key: same run key as {by_key[rec['run_key']][0]} "
+                                    "(two records of one run; move one aside)")
+        by_key[rec["run_key"]] = (path, rec)
+    settings = config.testbed_settings(study, testbed)
+    total = settings["warmup"] + settings["runs"]
+    points, missing, n_runs = [], [], 0
+    for definition_hash, (variant, point) in current_definitions(study, testbed).items():
+        builds = sorted({rec["provenance"]["build_id"] for _, rec in by_key.values()
+                         if rec["definition_hash"] == definition_hash})
+        best: list[dict] = []
+        for build_id in builds:
+            found = [by_key[k][1] for rep in range(total)
+                     if (k := store.run_key_of(definition_hash, build_id, rep, base_seed)) in by_key]
+            latest = max((r["finished"] for r in found), default="")
+            if (len(found), latest) > (len(best), max((r["finished"] for r in best), default="")):
+                best = found
+        if len(best) < total:
+            missing.append(f"{variant}/{config.point_id(point)}: {len(best)} of {total} runs")
+        if best:
+            n_runs += len(best)
+            points.append(manifest_entry(study["study"], testbed, variant, point, definition_hash, best))
+    return {"points": sorted(points, key=lambda b: (b["variant"], b["point_id"])), "missing": missing,
+            "failed": failed, "runs": n_runs}
+
+
+def study_manifest(data_dir: Path, testbed: str, study: str) -> Path:
+    return Path(data_dir) / "runs" / testbed / study / "all.json"
+
+
+def read(data_dir: Path, testbed: str, study: str) -> list[dict]:
+    """The records a study's manifest names, each checked (schema, checksum, the manifest's
+    checksum) as it is read; warm-ups included. Raises store.RecordError naming the file."""
+    data_dir = Path(data_dir)
+    mpath = study_manifest(data_dir, testbed, study)
+    points = json.loads(mpath.read_text())["points"] if mpath.exists() else []
+    validator = store._validator()
+    out = []
+    for man in points:
+        for entry in man["runs"]:
+            rpath = data_dir / entry["path"]
+            rec = store.read_record(rpath)
+            problems = store.check_record(rpath, rec, validator)
+            if rec.get("checksum") != entry["checksum"]:
+                problems.append(f"checksum {rec.get('checksum')} differs from the manifest's {entry['checksum']}")
+            if problems:
+                raise store.RecordError(f"{rpath}: {'; '.join(problems)}")
+            out.append(rec)
+    return out

@@ -1,0 +1,91 @@
+"""The QEMU process of the qemu testbed: its options, its NUMA layout, this machine's CPU
+ticks around it, and how it is stopped. Shared by Xen boots (schedlab.testbeds.qemu) and
+native boots (schedlab.testbeds.qemu_native)."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from typing import Any
+
+from schedlab import workloads
+from schedlab.core.testbed import RunFailed
+
+DEFAULTS: dict[str, Any] = {
+    "accel": "tcg,thread=multi",
+    "cpu": "Haswell-noTSX",       # -cpu max crashes dom0 early; KVM: nested Xen stalls
+    "smp": 2,
+    "memory_mb": 2048,
+    "numa_nodes": 1,              # >1: QEMU -numa, the pCPUs and memory split evenly (S4's 2-node host);
+                                  # Xen reads the nodes from the ACPI SRAT QEMU builds, checked at boot
+    "dom0_memory_mb": 1024,
+    "scheduler": "credit",        # Xen 4.17 defaults to credit2; the studies are about credit1
+    "xen_cmdline_extra": "",
+    "boot_timeout_s": 420,        # QEMU start -> ssh into dom0
+    "xen_build": "debian",        # "debian": patches=stock boots Debian's prebuilt hypervisor;
+                                  # "source": every series (stock too) boots qi.build_xen(series)
+    "reuse_vm": True,             # keep the booted host between runs of the same build
+    **workloads.DEFAULTS,         # what runs in the guests (schedlab/workloads/)
+}
+
+
+def _die_with_parent() -> None:
+    """In the QEMU child: get SIGKILL if the Python process dies (even by SIGKILL), so no
+    QEMU outlives its driver. Linux only; harmless elsewhere."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+HOST_TICKS = workloads.lockwork.GUEST_TICKS      # /proc/stat's first eight fields, as in the guests
+
+
+def host_cpu_ticks() -> list[int]:
+    """This machine's aggregate CPU ticks from /proc/stat (HOST_TICKS order); [] elsewhere.
+    Steal matters: when this machine is itself a VM, a neighbour slows TCG down."""
+    try:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:1 + len(HOST_TICKS)]]
+    except (OSError, ValueError):
+        return []
+
+
+def numa_argv(nodes: int, smp: int, memory_mb: int) -> list[str]:
+    """QEMU arguments for an emulated host of `nodes` NUMA nodes, each with an equal share of
+    the vCPUs (Xen's pCPUs) and of the memory; nothing for one node."""
+    if nodes <= 1:
+        return []
+    if smp % nodes or memory_mb % nodes:
+        raise RunFailed(f"numa_nodes={nodes} must divide smp={smp} and memory_mb={memory_mb}")
+    per_cpu, per_mb = smp // nodes, memory_mb // nodes
+    out: list[str] = []
+    for i in range(nodes):
+        cpus = f"{i * per_cpu}" if per_cpu == 1 else f"{i * per_cpu}-{(i + 1) * per_cpu - 1}"
+        out += ["-object", f"memory-backend-ram,id=mem{i},size={per_mb}M",
+                "-numa", f"node,nodeid={i},cpus={cpus},memdev=mem{i}"]
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_process_group(proc: subprocess.Popen | None, grace: float = 10) -> None:
+    """SIGTERM a QEMU's process group (started with start_new_session), SIGKILL it after
+    `grace` seconds; a process that already exited is left alone."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=grace)

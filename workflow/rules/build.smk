@@ -4,6 +4,7 @@ import glob
 # simulator, built here from sim/src; the qemu and lab testbeds' Xen and kernel
 # builds are rules in workflow/rules/qemu.smk (content-hash cached).
 
+
 rule build_sim:
     input:
         "sim/Makefile",

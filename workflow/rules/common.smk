@@ -17,7 +17,9 @@ try:
     for i, name in enumerate(config["studies"]):
         path = Path(STUDIES_DIR) / f"{name}.yaml"
         if not path.exists():
-            raise sl_config.ConfigError(f"config: field studies.{i}: no study file {path}")
+            raise sl_config.ConfigError(
+                f"config: field studies.{i}: no study file {path}"
+            )
         STUDIES[name] = sl_config.load_study(path)
 except sl_config.ConfigError as e:
     sys.exit(f"schedlab: configuration error:\n{e}")
@@ -25,8 +27,9 @@ except sl_config.ConfigError as e:
 TESTBED = config["testbed"]
 REPORTED = config.get("testbeds", [TESTBED])
 # testbeds this build measures; a reported testbed that is not measured is re-derived
-# from the raw records shipped in data/raw/<testbed> (`make paper MEASURE=qemu` measures it)
-MEASURE = list(dict.fromkeys(["sim", *config.get("measure", [TESTBED])]))   # sim: always (cheap)
+# from the raw records shipped in data/raw/<testbed> (`make paper MEASURE=qemu` measures it);
+# sim: always (cheap)
+MEASURE = list(dict.fromkeys(["sim", *config.get("measure", [TESTBED])]))
 DATA = config.get("data_dir", "data")
 SEED = config["seed"]
 
@@ -39,12 +42,19 @@ def study_points(study, testbed):
 
 def point_manifests(study, testbed):
     s = STUDIES[study]
-    return [f"{DATA}/runs/{testbed}/{study}/{v}/{pid}.json"
-            for v in s["variants"] for pid in study_points(study, testbed)]
+    return [
+        f"{DATA}/runs/{testbed}/{study}/{v}/{pid}.json"
+        for v in s["variants"]
+        for pid in study_points(study, testbed)
+    ]
 
 
 def definition_hash(study, testbed, variant, pid):
-    return sl_config.sha256(sl_config.definition(STUDIES[study], testbed, variant, study_points(study, testbed)[pid]))
+    return sl_config.sha256(
+        sl_config.definition(
+            STUDIES[study], testbed, variant, study_points(study, testbed)[pid]
+        )
+    )
 
 
 def studies_on(testbed):
@@ -52,7 +62,9 @@ def studies_on(testbed):
 
 
 def point_args(study, testbed, pid):
-    return " ".join(f"--point {k}={v}" for k, v in study_points(study, testbed)[pid].items())
+    return " ".join(
+        f"--point {k}={v}" for k, v in study_points(study, testbed)[pid].items()
+    )
 
 
 def run_inputs(wc):
@@ -63,11 +75,19 @@ def run_inputs(wc):
         inputs += ["build/qemu/images.json", "schedlab/testbeds/qemu.py"]
         # kernels named by the variants (kernel.config), and the native image for studies run
         # on a natively booted kernel (workflow/rules/kernel.smk)
-        kconfigs = sorted({(v.get("kernel") or {}).get("config") for v in STUDIES[wc.study]["variants"].values()}
-                          - {None})
+        kconfigs = sorted(
+            {
+                (v.get("kernel") or {}).get("config")
+                for v in STUDIES[wc.study]["variants"].values()
+            }
+            - {None}
+        )
         inputs += [f"build/kernel/{c}.json" for c in kconfigs]
         if (STUDIES[wc.study].get("workload") or {}).get("where") == "native":
-            inputs += ["build/qemu/native-image.json", "schedlab/testbeds/qemu_native.py"]
+            inputs += [
+                "build/qemu/native-image.json",
+                "schedlab/testbeds/qemu_native.py",
+            ]
     elif wc.testbed == "lab":
         inputs += [f"build/lab/builds-{wc.study}.json", "schedlab/testbeds/lab.py"]
     return inputs
@@ -79,14 +99,17 @@ def shipped_records(study, testbed):
     folder = Path(DATA) / "raw" / testbed / study
     if not folder.is_dir():
         return []
-    want = {definition_hash(study, testbed, v, pid) for v in STUDIES[study]["variants"]
-            for pid in study_points(study, testbed)}
+    want = {
+        definition_hash(study, testbed, v, pid)
+        for v in STUDIES[study]["variants"]
+        for pid in study_points(study, testbed)
+    }
     out = []
     for path in sorted(folder.glob("*.json")):
         try:
             rec = json.loads(path.read_text())
         except (OSError, ValueError):
-            out.append(str(path))        # `schedlab dataset` names the broken file
+            out.append(str(path))  # `schedlab dataset` names the broken file
             continue
         if rec.get("definition_hash") in want:
             out.append(str(path))
@@ -95,16 +118,24 @@ def shipped_records(study, testbed):
 
 def shipped_complete(study, testbed):
     """Whether the records on disk give every (variant, point) of the study at least
-    two measured runs (what a comparison needs); names the first cell that lacks them."""
-    want = {definition_hash(study, testbed, v, pid): f"{v}/{pid}" for v in STUDIES[study]["variants"]
-            for pid in study_points(study, testbed)}
+    two measured runs (what a comparison needs); names the first cell that lacks them.
+    """
+    want = {
+        definition_hash(study, testbed, v, pid): f"{v}/{pid}"
+        for v in STUDIES[study]["variants"]
+        for pid in study_points(study, testbed)
+    }
     n = dict.fromkeys(want, 0)
     for path in shipped_records(study, testbed):
         try:
             rec = json.loads(Path(path).read_text())
         except (OSError, ValueError):
-            return True, ""    # let `schedlab dataset` name the broken file
-        if rec.get("status") == "ok" and not rec.get("warmup") and rec.get("definition_hash") in n:
+            return True, ""  # let `schedlab dataset` name the broken file
+        if (
+            rec.get("status") == "ok"
+            and not rec.get("warmup")
+            and rec.get("definition_hash") in n
+        ):
             n[rec["definition_hash"]] += 1
     short = [want[h] for h, k in n.items() if k < 2]
     return (not short, short[0] if short else "")
@@ -117,14 +148,21 @@ def _pairs():
             if tb in MEASURE:
                 pairs.append((s, tb))
                 continue
-            ok, short = shipped_complete(s, tb) if shipped_records(s, tb) else (False, "")
+            ok, short = (
+                shipped_complete(s, tb) if shipped_records(s, tb) else (False, "")
+            )
             if ok:
                 pairs.append((s, tb))
             else:
-                why = f"{short} has fewer than 2 measured runs" if short else "no records"
-                print(f"schedlab: {s} on {tb}: not measured in this build and the shipped records of "
-                      f"data/raw/{tb} are incomplete for the current study definition ({why}); "
-                      f"the paper omits it", file=sys.stderr)
+                why = (
+                    f"{short} has fewer than 2 measured runs" if short else "no records"
+                )
+                print(
+                    f"schedlab: {s} on {tb}: not measured in this build and the shipped records of "
+                    f"data/raw/{tb} are incomplete for the current study definition ({why}); "
+                    f"the paper omits it",
+                    file=sys.stderr,
+                )
     return pairs
 
 
@@ -147,4 +185,24 @@ NB_OUT = ["table.tex", "cells.json", "macros.tex", "figure.pdf", "setup.tex"]
 
 
 # the package code a derived file depends on: a change re-derives it
-REPORT_CODE = sorted(glob.glob("schedlab/report/*.py") + glob.glob("schedlab/stats/*.py"))
+REPORT_CODE = sorted(
+    glob.glob("schedlab/report/*.py") + glob.glob("schedlab/stats/*.py")
+)
+
+# what turns a figure into a PNG and a LaTeX table into HTML for `snakemake --report`
+REPORT_VIEW = "workflow/scripts/report-view"
+
+
+def study_title(wc):
+    return STUDIES[wc.study]["title"]
+
+
+def lab_xen_series(study):
+    """Patch series of a study's variants that need a source build of Xen (workflow/rules/lab.smk)."""
+    return sorted(
+        {
+            (v.get("xen") or {}).get("patches", "stock")
+            for v in STUDIES[study]["variants"].values()
+        }
+        - {"stock"}
+    )

@@ -7,13 +7,14 @@
 # pipeline used, so the run stage can depend on them; a second request only finds the
 # cache entry (seconds).
 
-KERNEL_INPUTS = ["schedlab/build/kernel.py", "config/kernel/base.config"]
-NATIVE_IMAGE_INPUTS = ["schedlab/testbeds/native_images.py", "guest/native-init.sh"]
+KERNEL_INPUTS = ["schedlab/builds/kernel.py", "config/kernel/base.config"]
+NATIVE_IMAGE_INPUTS = ["schedlab/builds/native.py", "guest/native-init.sh"]
 
 
 rule kernel_build:
     """Linux from Debian's linux-source-6.1: tinyconfig + config/kernel/base.config +
-    config/kernel/{config}.config (checked after olddefconfig), bzImage. ~10-25 min on 2 cores."""
+    config/kernel/{config}.config (checked after olddefconfig), bzImage. ~10-25 min on 2 cores.
+    """
     input:
         KERNEL_INPUTS,
         "config/kernel/{config}.config",
@@ -23,9 +24,11 @@ rule kernel_build:
         "build/kernel/{config}.log",
     wildcard_constraints:
         config="[a-z0-9][a-z0-9_.-]*",
-    threads: 64      # capped at --cores by Snakemake
+    conda:
+        "../../environment.yml"
+    threads: 64  # capped at --cores by Snakemake
     shell:
-        "python -m schedlab.build.kernel {wildcards.config} --json -j {threads} > {output} 2> {log}"
+        "python -m schedlab.builds.kernel {wildcards.config} --json -j {threads} > {output} 2> {log}"
 
 
 rule qemu_native_image:
@@ -37,5 +40,7 @@ rule qemu_native_image:
         "build/qemu/native-image.json",
     log:
         "build/qemu/native-image.log",
+    conda:
+        "../../environment.yml"
     shell:
-        "python -m schedlab.testbeds.native_images image > {output} 2> {log}"
+        "python -m schedlab.builds.native image > {output} 2> {log}"

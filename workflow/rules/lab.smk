@@ -5,26 +5,20 @@
 #
 # A lab build is a folder <builds dir>/<build name>/ (xen.gz, vmlinuz, initrd.img,
 # build.json with what `xl info` must report once it booted), made by
-# `python -m schedlab.lab.builds` from the qemu testbed's cached Xen builds (Debian's
+# `python -m schedlab.builds.lab` from the qemu testbed's cached Xen builds (Debian's
 # prebuilt hypervisor for `patches: stock`, the source build of xen-patches/<series>
 # otherwise) and its dom0 kernel. The builds dir is $SCHEDLAB_LAB_BUILDS, default
 # $SCHEDLAB_CACHE/builds/lab (outside the repository, like the qemu images); the
 # manifest below (git-ignored build/) records which builds the pipeline made, so run
 # jobs can depend on it.
 #
-# The virtual lab host's disk image (GRUB + Xen + dom0, `python -m schedlab.lab.vhost
+# The virtual lab host's disk image (GRUB + Xen + dom0, `python -m schedlab.testing.vhost
 # build`) needs root and the Debian mirror; see docs/lab-testbed.md.
 
 LAB_BUILD_INPUTS = [
-    "schedlab/lab/builds.py",
+    "schedlab/builds/lab.py",
     "schedlab/lab/driver.py",
 ]
-
-
-def lab_xen_series(study):
-    """Patch series of a study's variants that need a source build of Xen."""
-    return sorted({(v.get("xen") or {}).get("patches", "stock") for v in STUDIES[study]["variants"].values()}
-                  - {"stock"})
 
 
 rule lab_builds:
@@ -32,17 +26,19 @@ rule lab_builds:
     {variant: {name, build_id, expect, source}}."""
     input:
         LAB_BUILD_INPUTS,
-        f"{STUDIES_DIR}/{{study}}.yaml",
         "build/qemu/images.json",
         lambda wc: [f"build/qemu/xen-src-{s}.path" for s in lab_xen_series(wc.study)],
+        study=f"{STUDIES_DIR}/{{study}}.yaml",
     output:
         "build/lab/builds-{study}.json",
-    wildcard_constraints:
-        study="[a-z][a-z0-9_]*",
     log:
         "build/lab/builds-{study}.log",
+    wildcard_constraints:
+        study="[a-z][a-z0-9_]*",
+    conda:
+        "../../environment.yml"
     shell:
-        "python -m schedlab.lab.builds make --study {STUDIES_DIR}/{wildcards.study}.yaml "
+        "python -m schedlab.builds.lab make --study {input.study} "
         "--manifest {output} > {log} 2>&1 || {{ cat {log}; exit 1; }}"
 
 
@@ -50,14 +46,16 @@ rule lab_vhost_image:
     """The virtual lab host's disk image (root: loop mount + chroot apt-get; ~2-4 min).
     The file holds the image folder ($SCHEDLAB_CACHE/lab/vhost0/images/<recipe key>)."""
     input:
-        "schedlab/lab/vhost.py",
+        "schedlab/testing/vhost.py",
         "build/qemu/images.json",
     output:
         "build/lab/vhost0-image.path",
     log:
         "build/lab/vhost0-image.log",
+    conda:
+        "../../environment.yml"
     shell:
-        "python -m schedlab.lab.vhost build > {output} 2> {log} || {{ cat {log}; exit 1; }}"
+        "python -m schedlab.testing.vhost build > {output} 2> {log} || {{ cat {log}; exit 1; }}"
 
 
 rule lab_vhost_test:
@@ -70,5 +68,7 @@ rule lab_vhost_test:
         touch("build/lab/vhost-test.ok"),
     log:
         "build/lab/vhost-test.log",
+    conda:
+        "../../environment.yml"
     shell:
         "SCHEDLAB_LAB_VHOST_TESTS=1 python -m pytest -q -m slow tests/test_lab_vhost.py > {log} 2>&1"

@@ -2,6 +2,7 @@
 # records' provenance; latexmk builds the PDF and the build fails on undefined
 # references or citations.
 
+
 rule methods:
     input:
         cells=[f"paper/generated/{s}/{tb}-cells.json" for s, tb in PAIRS],
@@ -13,12 +14,17 @@ rule methods:
         "paper/generated/dataset.tex",
     log:
         "data/logs/methods.log",
-    params:
-        args=" ".join([f"--data-dir {DATA} --paper-dir paper --studies-dir {STUDIES_DIR} --seed {SEED}"]
-                      + [f"--study {s}" for s in STUDIES] + [f"--pair {s}:{tb}" for s, tb in PAIRS]
-                      + [f"--measured {tb}" for tb in MEASURE]),
     conda:
         "../../environment.yml"
+    params:
+        args=" ".join(
+            [
+                f"--data-dir {DATA} --paper-dir paper --studies-dir {STUDIES_DIR} --seed {SEED}"
+            ]
+            + [f"--study {s}" for s in STUDIES]
+            + [f"--pair {s}:{tb}" for s, tb in PAIRS]
+            + [f"--measured {tb}" for tb in MEASURE]
+        ),
     shell:
         "python -m schedlab.report.methods {params.args} > {log} 2>&1 || {{ cat {log}; exit 1; }}"
 

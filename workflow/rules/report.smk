@@ -1,6 +1,11 @@
 # Stats and report stage: one notebook per study (= per paper table and its
 # figure), run by papermill on the study's manifests. Each writes its table,
 # figure, text macros and the sidecar mapping every cell to its runs.
+#
+# `snakemake --report report.html` shows every figure (as PNG: browsers do not all
+# show a PDF inline) and every table (as HTML made from its LaTeX); REPORT_VIEW
+# makes both right after the notebook, in the same job.
+
 
 rule notebook:
     input:
@@ -8,23 +13,56 @@ rule notebook:
         study=f"{STUDIES_DIR}/{{study}}.yaml",
         runs=f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
         code=REPORT_CODE,
+        view=REPORT_VIEW,
     output:
-        [f"paper/generated/{{study}}/{{testbed}}-{f}" for f in NB_OUT],
+        table="paper/generated/{study}/{testbed}-table.tex",
+        cells="paper/generated/{study}/{testbed}-cells.json",
+        macros="paper/generated/{study}/{testbed}-macros.tex",
+        figure=report(
+            "paper/generated/{study}/{testbed}-figure.pdf",
+            caption="../report/study-figure.rst",
+            category="Figures",
+            subcategory="{study}",
+            labels={"study": "{study}", "testbed": "{testbed}", "format": "PDF"},
+        ),
+        setup="paper/generated/{study}/{testbed}-setup.tex",
+        figure_png=report(
+            "paper/generated/{study}/{testbed}-figure.png",
+            caption="../report/study-figure.rst",
+            category="Figures",
+            subcategory="{study}",
+            labels={"study": "{study}", "testbed": "{testbed}", "format": "PNG"},
+        ),
+        table_html=report(
+            "paper/generated/{study}/{testbed}-table.html",
+            caption="../report/study-table.rst",
+            category="Tables",
+            subcategory="{study}",
+            labels={"study": "{study}", "testbed": "{testbed}"},
+        ),
         executed=f"{DATA}/derived/notebooks/{{study}}-{{testbed}}.ipynb",
+    log:
+        f"{DATA}/logs/notebooks/{{study}}-{{testbed}}.log",
+    benchmark:
+        f"{DATA}/benchmarks/notebooks/{{study}}-{{testbed}}.tsv"
     wildcard_constraints:
         testbed="sim|qemu|lab",
         study="[a-z][a-z0-9_]*",
-    params:
-        data=DATA,
-        studies_dir=STUDIES_DIR,
     conda:
         "../../environment.yml"
-    log:
-        f"{DATA}/logs/notebooks/{{study}}-{{testbed}}.log",
+    params:
+        # the data dir, from the input: DATA/runs/TESTBED/STUDY/all.json
+        data=lambda wc, input: str(Path(input.runs).parents[3]),
+        studies_dir=lambda wc, input: str(Path(input.study).parent),
+        out_dir=lambda wc, output: str(Path(output.table).parent),
+        title=study_title,
     shell:
-        "papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
+        "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
         "-p study {wildcards.study} -p testbed {wildcards.testbed} -p data_dir {params.data} "
-        "-p studies_dir {params.studies_dir} -p out_dir paper/generated/{wildcards.study} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
+        "-p studies_dir {params.studies_dir} -p out_dir {params.out_dir} "
+        "&& python {input.view} figure {output.figure} {output.figure_png} "
+        "&& python {input.view} table {output.table} {output.table_html} --sidecar {output.cells}; "
+        "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
 
 
 # Agreement across testbeds and with the published figures (reads the sidecars).
@@ -33,26 +71,45 @@ rule agreement:
         notebook="notebooks/agreement.ipynb",
         cells=lambda wc: [f"paper/generated/{s}/{tb}-cells.json" for s, tb in PAIRS],
         code=REPORT_CODE,
+        view=REPORT_VIEW,
     output:
-        "paper/generated/agreement/table.tex",
-        "paper/generated/agreement/cells.json",
-        "paper/generated/agreement/macros.tex",
-        "paper/generated/agreement/testbeds.tex",
-        "paper/generated/agreement/testbeds-cells.json",
-        "paper/generated/agreement/testbeds-macros.tex",
+        table="paper/generated/agreement/table.tex",
+        cells="paper/generated/agreement/cells.json",
+        macros="paper/generated/agreement/macros.tex",
+        testbeds="paper/generated/agreement/testbeds.tex",
+        testbeds_cells="paper/generated/agreement/testbeds-cells.json",
+        testbeds_macros="paper/generated/agreement/testbeds-macros.tex",
+        table_html=report(
+            "paper/generated/agreement/table.html",
+            caption="../report/agreement-table.rst",
+            category="Tables",
+            subcategory="agreement",
+            labels={"agreement": "with the published figures"},
+        ),
+        testbeds_html=report(
+            "paper/generated/agreement/testbeds.html",
+            caption="../report/agreement-testbeds.rst",
+            category="Tables",
+            subcategory="agreement",
+            labels={"agreement": "across testbeds"},
+        ),
         executed=f"{DATA}/derived/notebooks/agreement.ipynb",
+    log:
+        f"{DATA}/logs/notebooks/agreement.log",
+    benchmark:
+        f"{DATA}/benchmarks/notebooks/agreement.tsv"
+    conda:
+        "../../environment.yml"
     params:
         testbeds=",".join(REPORTED),
         pairs=",".join(f"{s}:{tb}" for s, tb in PAIRS),
         studies_dir=STUDIES_DIR,
-    conda:
-        "../../environment.yml"
-    log:
-        f"{DATA}/logs/notebooks/agreement.log",
     shell:
-        "papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
-        "-p testbeds {params.testbeds} -p pairs {params.pairs} -p studies_dir {params.studies_dir} > {log} 2>&1 "
-        "|| {{ tail -40 {log}; exit 1; }}"
+        "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
+        "-p testbeds {params.testbeds} -p pairs {params.pairs} -p studies_dir {params.studies_dir} "
+        "&& python {input.view} table {output.table} {output.table_html} --sidecar {output.cells} "
+        "&& python {input.view} table {output.testbeds} {output.testbeds_html} --sidecar {output.testbeds_cells}; "
+        "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
 
 
 # The mechanism figure: one traced sim scenario, three lock/yield variants on one timeline.
@@ -62,17 +119,47 @@ rule mechanism:
         study=f"{STUDIES_DIR}/s0.yaml",
         sim="sim/build/credit1sim",
         code="schedlab/testbeds/sim.py",
+        view=REPORT_VIEW,
     output:
-        "paper/generated/mechanism/figure.pdf",
-        "paper/generated/mechanism/macros.tex",
-        "paper/generated/mechanism/caption.tex",
+        figure=report(
+            "paper/generated/mechanism/figure.pdf",
+            caption="../report/mechanism-figure.rst",
+            category="Figures",
+            subcategory="mechanism",
+            labels={"study": "s0", "testbed": "sim", "format": "PDF"},
+        ),
+        macros="paper/generated/mechanism/macros.tex",
+        caption="paper/generated/mechanism/caption.tex",
+        figure_png=report(
+            "paper/generated/mechanism/figure.png",
+            caption="../report/mechanism-figure.rst",
+            category="Figures",
+            subcategory="mechanism",
+            labels={"study": "s0", "testbed": "sim", "format": "PNG"},
+        ),
         executed=f"{DATA}/derived/notebooks/mechanism.ipynb",
-    params:
-        studies_dir=STUDIES_DIR,
-    conda:
-        "../../environment.yml"
     log:
         f"{DATA}/logs/notebooks/mechanism.log",
+    benchmark:
+        f"{DATA}/benchmarks/notebooks/mechanism.tsv"
+    conda:
+        "../../environment.yml"
+    params:
+        studies_dir=lambda wc, input: str(Path(input.study).parent),
     shell:
-        "papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
-        "-p studies_dir {params.studies_dir} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
+        "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
+        "-p studies_dir {params.studies_dir} "
+        "&& python {input.view} figure {output.figure} {output.figure_png}; "
+        "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
+
+
+# `make report`: every figure and table the report shows, without the PDF (no TeX needed)
+rule report_items:
+    input:
+        rules.agreement.output,
+        rules.mechanism.output,
+        [
+            f"paper/generated/{s}/{tb}-{f}"
+            for s, tb in PAIRS
+            for f in ("figure.png", "table.html")
+        ],

@@ -14,28 +14,33 @@ rule run_point:
         run_inputs,
     output:
         f"{DATA}/runs/{{testbed}}/{{study}}/{{variant}}/{{point}}.json",
-    params:
-        # part of the job's identity: a changed definition re-runs the job
-        definition=lambda wc: definition_hash(wc.study, wc.testbed, wc.variant, wc.point),
-        point_args=lambda wc: point_args(wc.study, wc.testbed, wc.point),
-        study_file=lambda wc: f"{STUDIES_DIR}/{wc.study}.yaml",
-        seed=SEED,
-        data=DATA,
+    log:
+        f"{DATA}/logs/{{testbed}}/{{study}}/{{variant}}/{{point}}.log",
+    benchmark:
+        f"{DATA}/benchmarks/{{testbed}}/{{study}}/{{variant}}/{{point}}.tsv"
     wildcard_constraints:
         testbed="sim",
         study="[a-z][a-z0-9_]*",
         variant="[a-z][a-z0-9_]*",
         point="[A-Za-z0-9_.=-]+",
-    resources:
-        # one virtual host / lab host at a time per testbed; sim jobs are free
-        testbed_host=lambda wc: 0 if wc.testbed == "sim" else 1,
     retries: 1
     conda:
         "../../environment.yml"
-    log:
-        f"{DATA}/logs/{{testbed}}/{{study}}/{{variant}}/{{point}}.log",
+    resources:
+        # one virtual host / lab host at a time per testbed; sim jobs are free
+        testbed_host=lambda wc: 0 if wc.testbed == "sim" else 1,
+    params:
+        # part of the job's identity: a changed definition re-runs the job
+        definition=lambda wc: definition_hash(
+            wc.study, wc.testbed, wc.variant, wc.point
+        ),
+        point_args=lambda wc: point_args(wc.study, wc.testbed, wc.point),
+        study_file=lambda wc: f"{STUDIES_DIR}/{wc.study}.yaml",
+        seed=SEED,
+        # the data dir, from the output: DATA/runs/TESTBED/STUDY/VARIANT/POINT.json
+        data=lambda wc, output: str(Path(output[0]).parents[4]),
     shell:
-        "schedlab run {params.study_file} --testbed {wildcards.testbed} --variant {wildcards.variant} "
+        "python -m schedlab.cli run {params.study_file} --testbed {wildcards.testbed} --variant {wildcards.variant} "
         "{params.point_args} --seed {params.seed} --out {params.data} --manifest {output} 2>&1 | tee {log}; "
         "exit ${{PIPESTATUS[0]}}"
 
@@ -45,12 +50,15 @@ rule gather_points:
         lambda wc: point_manifests(wc.study, wc.testbed),
     output:
         f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
+    log:
+        f"{DATA}/logs/{{testbed}}/{{study}}/gather.log",
     wildcard_constraints:
         testbed="sim",
     run:
         from schedlab.run import gather
 
         gather(input, output[0])
+        Path(log[0]).write_text(f"{len(input)} point manifests\n")
 
 
 # Real hosts: the whole study in its plan order, one host job at a time.
@@ -59,25 +67,35 @@ rule run_study:
         run_inputs,
     output:
         f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
-    params:
-        definition=lambda wc: [definition_hash(wc.study, wc.testbed, v, pid)
-                               for v in STUDIES[wc.study]["variants"] for pid in study_points(wc.study, wc.testbed)],
-        study_file=lambda wc: f"{STUDIES_DIR}/{wc.study}.yaml",
-        seed=SEED,
-        data=DATA,
-        host=lambda wc: f"--host {config['lab_host']}" if wc.testbed == "lab" and config.get("lab_host") else "",
+    log:
+        f"{DATA}/logs/{{testbed}}/{{study}}.log",
+    benchmark:
+        f"{DATA}/benchmarks/{{testbed}}/{{study}}.tsv"
     wildcard_constraints:
         testbed=alternatives([tb for tb in MEASURE if tb != "sim"]),
         study="[a-z][a-z0-9_]*",
-    resources:
-        testbed_host=1,
     retries: 1
     conda:
         "../../environment.yml"
-    log:
-        f"{DATA}/logs/{{testbed}}/{{study}}.log",
+    resources:
+        testbed_host=1,
+    params:
+        definition=lambda wc: [
+            definition_hash(wc.study, wc.testbed, v, pid)
+            for v in STUDIES[wc.study]["variants"]
+            for pid in study_points(wc.study, wc.testbed)
+        ],
+        study_file=lambda wc: f"{STUDIES_DIR}/{wc.study}.yaml",
+        seed=SEED,
+        # DATA/runs/TESTBED/STUDY/all.json
+        data=lambda wc, output: str(Path(output[0]).parents[3]),
+        host=lambda wc: (
+            f"--host {config['lab_host']}"
+            if wc.testbed == "lab" and config.get("lab_host")
+            else ""
+        ),
     shell:
-        "schedlab run-study {params.study_file} --testbed {wildcards.testbed} {params.host} "
+        "python -m schedlab.cli run-study {params.study_file} --testbed {wildcards.testbed} {params.host} "
         "--seed {params.seed} --out {params.data} --manifest {output} 2>&1 | tee {log}; "
         "exit ${{PIPESTATUS[0]}}"
 
@@ -90,14 +108,19 @@ rule dataset_study:
         records=lambda wc: shipped_records(wc.study, wc.testbed),
     output:
         f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
-    params:
-        seed=SEED,
-        data=DATA,
+    log:
+        f"{DATA}/logs/{{testbed}}/{{study}}-dataset.log",
+    benchmark:
+        f"{DATA}/benchmarks/{{testbed}}/{{study}}-dataset.tsv"
     wildcard_constraints:
         testbed=alternatives([tb for tb in SHIPPED if tb != "sim"]),
         study="[a-z][a-z0-9_]*",
-    log:
-        f"{DATA}/logs/{{testbed}}/{{study}}-dataset.log",
+    conda:
+        "../../environment.yml"
+    params:
+        seed=SEED,
+        # DATA/runs/TESTBED/STUDY/all.json
+        data=lambda wc, output: str(Path(output[0]).parents[3]),
     shell:
-        "schedlab dataset {input.study} --testbed {wildcards.testbed} --seed {params.seed} "
+        "python -m schedlab.cli dataset {input.study} --testbed {wildcards.testbed} --seed {params.seed} "
         "--out {params.data} --manifest {output} 2>&1 | tee {log}; exit ${{PIPESTATUS[0]}}"

@@ -1,0 +1,80 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # S1. Mistaken BOOST on wake
+# netperf-like throughput and latency of the I/O VM, alone and co-run with a
+# CPU-bound VM on the same pCPU; the pre-4.7 wake path (`bug`) against the
+# fixed one. Writes the S1 table, figure, macros and sidecar under `out_dir`.
+
+# %% tags=["parameters"]
+study = "s1"
+testbed = "sim"
+data_dir = "data"
+studies_dir = "config/studies"
+out_dir = "paper/generated/s1"
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+from schedlab import stats
+from schedlab.report.notebook import StudyContext
+
+sns.set_theme(style="whitegrid", context="paper")
+ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
+runs = ctx.runs
+runs.groupby(["variant", *ctx.axes]).size().rename("runs").to_frame()
+
+# %% [markdown]
+# Every variant against its baseline at every point, for every metric
+# (ministat's comparison; Holm-adjusted across the whole table).
+
+# %%
+ctx.comparisons
+
+# %% [markdown]
+# Throughput and latency bars per mode and variant (latency on a log scale:
+# the bug costs orders of magnitude).
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(6, 2.4))
+sns.barplot(data=runs, x="mode", y="throughput_mbps", hue="variant", errorbar=("ci", 95), ax=axes[0])
+axes[0].set_ylabel("throughput (Mbit/s)")
+sns.barplot(data=runs, x="mode", y="latency_us", hue="variant", errorbar=("ci", 95), ax=axes[1])
+axes[1].set_yscale("log")
+axes[1].set_ylabel("latency (µs, log)")
+for a in axes:
+    a.set_xlabel("")
+    a.legend(title=None, fontsize=7)
+fig.tight_layout()
+ctx.save_figure(fig)
+
+# %%
+def mean(v, mode, m):
+    return runs[(runs.variant == v) & (runs["mode"] == mode)][m].mean()
+
+macros = {}
+for v in ctx.study["variants"]:
+    for mode in ctx.runs["mode"].unique():
+        macros[f"tput/{v}/{mode}"] = f"{mean(v, mode, 'throughput_mbps'):.0f}"
+        macros[f"lat/{v}/{mode}"] = f"{mean(v, mode, 'latency_us'):.0f}"
+    macros[f"collapse/{v}"] = f"{mean(v, 'alone', 'throughput_mbps') / mean(v, 'corun', 'throughput_mbps'):.1f}"
+macros
+
+# %%
+ctx.finish(macros);

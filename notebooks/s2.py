@@ -1,0 +1,73 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # S2. PV ticketlocks under vCPU overcommit
+# The ticketlock storm: lock operations per second and the 99th percentile
+# lock wait as vCPUs per pCPU grow, plain ticket locks (PV off) against PV
+# ticketlocks (spin, then poll; the unlocker kicks the next waiter).
+
+# %% tags=["parameters"]
+study = "s2"
+testbed = "sim"
+data_dir = "data"
+studies_dir = "config/studies"
+out_dir = "paper/generated/s2"
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+from schedlab import stats
+from schedlab.report.notebook import StudyContext
+
+sns.set_theme(style="whitegrid", context="paper")
+ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
+runs = ctx.runs
+runs.groupby(["variant", *ctx.axes]).size().rename("runs").to_frame()
+
+# %% [markdown]
+# Every variant against its baseline at every point, for every metric
+# (ministat's comparison; Holm-adjusted across the whole table).
+
+# %%
+ctx.comparisons
+
+# %% [markdown]
+# Δ % of PV against plain ticket locks per overcommit level, with ministat's
+# error as error bars, for each metric.
+
+# %%
+cmp = ctx.comparisons
+fig, axes = plt.subplots(1, len(ctx.study["metrics"]), figsize=(6, 2.4))
+for ax, m in zip(np.atleast_1d(axes), ctx.study["metrics"]):
+    c = cmp[cmp.metric == m["name"]]
+    ax.errorbar(c[ctx.axes[0]].astype(str), c["pct"], yerr=c["pct_err"], fmt="o", capsize=3)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel("vCPUs per pCPU")
+    ax.set_ylabel(f"Δ % {m['name']} (PV vs ticket)")
+fig.tight_layout()
+ctx.save_figure(fig)
+
+# %%
+macros = {}
+for _, c in cmp.iterrows():
+    macros[f"pct/{c['metric']}/{ctx.axes[0]}-{c[ctx.axes[0]]}"] = f"{c['pct']:+.1f}"
+macros
+
+# %%
+ctx.finish(macros);

@@ -1,0 +1,105 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # S2 (native). Do PV spinlocks cost anything on bare metal?
+# Four kernels booted without a hypervisor: `CONFIG_PARAVIRT_SPINLOCKS` n/y, each
+# booted with and without `nopvspin`. pgbench (transactions/s), pbzip2 and a
+# kernbench-style build (seconds) at 1 and 2N threads. Every kernel against
+# `CONFIG_PARAVIRT_SPINLOCKS=n`: ministat's comparison, Holm-adjusted across
+# the table, and a TOST equivalence test with the margin the study file fixes
+# in advance. The n/n+nopvspin pair changes nothing in the kernel: it shows
+# the testbed's noise floor.
+
+# %% tags=["parameters"]
+study = "s2native"
+testbed = "qemu"
+data_dir = "data"
+studies_dir = "config/studies"
+out_dir = "paper/generated/s2native"
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+from schedlab.report.notebook import StudyContext
+
+sns.set_theme(style="whitegrid", context="paper")
+ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
+runs = ctx.runs
+runs.groupby(["variant", *ctx.axes]).size().rename("runs").to_frame()
+
+# %% [markdown]
+# Every kernel against the baseline at every (benchmark, threads) point.
+
+# %%
+cmp = ctx.comparisons
+cmp
+
+# %% [markdown]
+# The figure: Δ % against the baseline with ministat's error per benchmark and
+# thread count, one marker per kernel, the equivalence margin shaded. For the
+# benchmarks measured in seconds a positive Δ is a slowdown; for pgbench a
+# negative Δ is.
+
+# %%
+margin = ctx.margin_pct
+benches = list(ctx.study["axes"]["bench"])
+variants = [v for v in ctx.study["variants"] if v != ctx.study["baseline"]]
+fig, axes = plt.subplots(1, len(benches), figsize=(7, 2.4), sharey=True)
+for ax, bench in zip(np.atleast_1d(axes), benches):
+    c = cmp[cmp["bench"] == bench]
+    threads = sorted(c["threads"].unique())
+    for i, v in enumerate(variants):
+        cv = c[c["variant"] == v].set_index("threads").reindex(threads)
+        x = np.arange(len(threads)) + (i - (len(variants) - 1) / 2) * 0.2
+        ax.errorbar(x, cv["pct"], yerr=cv["pct_err"], fmt="os^"[i % 3], capsize=2, ms=4, label=v)
+    if margin:
+        ax.axhspan(-margin, margin, color="grey", alpha=0.15, lw=0)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(threads)), [str(t) for t in threads])
+    metric = next(m for m in ctx.study["metrics"] if m.get("when", {}).get("bench") == bench)
+    ax.set_title(f"{bench} ({metric['unit']}, {metric['better']} is better)", fontsize=8)
+    ax.set_xlabel("threads")
+np.atleast_1d(axes)[0].set_ylabel(f"Δ % vs {ctx.study['baseline']}")
+np.atleast_1d(axes)[-1].legend(fontsize=6, loc="best")
+fig.tight_layout()
+ctx.save_figure(fig)
+
+# %% [markdown]
+# Numbers for the text: the verdict counts and the largest |Δ %|.
+
+# %%
+macros = {  # ncmp, nsig: StudyContext.comparison_macros
+    "nequiv": str(int((cmp["equivalent"] == True).sum())),  # noqa: E712 (NaN-safe)
+    "maxabs": f"{cmp['pct'].abs().max():.1f}",
+    "margin": f"{margin:g}",
+}
+pv = cmp[cmp["variant"] == "pv_y"]
+macros["pvy/nequiv"] = str(int((pv["equivalent"] == True).sum()))  # noqa: E712
+macros["pvy/n"] = str(len(pv))
+macros["pvy/maxabs"] = f"{pv['pct'].abs().max():.1f}"
+# the A/A pair (same kernel, nopvspin changes nothing with =n): the noise floor
+aa = cmp[cmp["variant"] == "pv_n_nopvspin"]
+macros["aa/maxabs"] = f"{aa['pct'].abs().max():.1f}"
+macros["aa/maxerr"] = f"{aa['pct_err'].max():.1f}"
+macros["aa/nsig"] = str(int(aa["significant"].sum()))
+macros["aa/n"] = str(len(aa))
+macros
+
+# %%
+ctx.finish(macros);

@@ -1,0 +1,81 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # S4. NUMA-aware scheduling
+# Three placement policies (no affinity, static pinning, NUMA-aware soft
+# affinity) on a 2-node host with 2, 6 and 10 VMs of 2 vCPUs; SpecJBB-like
+# throughput, sysbench memory throughput and LMBench proc latency, and, where
+# the testbed traces the hypervisor, the share of run time on the home node.
+
+# %% tags=["parameters"]
+study = "s4"
+testbed = "sim"
+data_dir = "data"
+studies_dir = "config/studies"
+out_dir = "paper/generated/s4"
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+from schedlab import stats
+from schedlab.report.notebook import StudyContext
+
+sns.set_theme(style="whitegrid", context="paper")
+ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
+runs = ctx.runs
+runs.groupby(["variant", *ctx.axes]).size().rename("runs").to_frame()
+
+# %% [markdown]
+# Every variant against its baseline at every point, for every metric
+# (ministat's comparison; Holm-adjusted across the whole table).
+
+# %%
+ctx.comparisons
+
+# %% [markdown]
+# Grouped bars per policy and VM count, one panel per benchmark.
+
+# %%
+metrics = [m["name"] for m in ctx.study["metrics"]]
+fig, axes = plt.subplots(1, len(metrics), figsize=(7, 2.4))
+for ax, m in zip(axes, metrics):
+    sns.barplot(data=runs, x="vms", y=m, hue="variant", errorbar=("ci", 95), ax=ax)
+    ax.set_xlabel("VMs")
+    ax.set_ylabel(f"{m} ({ctx.metric(m).get('unit', '')})")
+    ax.legend(title=None, fontsize=6)
+fig.tight_layout()
+ctx.save_figure(fig)
+
+# %%
+cmp = ctx.comparisons
+macros = {f"pct/{c['metric']}/{c['variant']}/vms-{c['vms']}": f"{c['pct']:+.1f}" for _, c in cmp.iterrows()}
+# Where the vCPUs ran (testbeds that trace the hypervisor): mean share of run time on the
+# home node per variant and point, the number the text quotes beside the comparisons.
+if "home_share" in runs:
+    for (v, n), g in runs.groupby(["variant", "vms"]):
+        macros[f"share/{v}/vms-{n}"] = f"{g['home_share'].mean():.1f}"
+        macros[f"share/{v}/vms-{n}/range"] = f"{g['home_share'].min():.1f}--{g['home_share'].max():.1f}"
+    # the benchmarks' comparisons apart from where the vCPUs ran
+    bench = cmp[cmp["metric"] != "home_share"]
+    macros["bench/ncmp"] = str(len(bench))
+    macros["bench/nsig"] = str(int(bench["significant"].sum()))
+macros
+
+# %%
+ctx.finish(macros);

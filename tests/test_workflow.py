@@ -1,0 +1,150 @@
+"""The workflow as Snakemake sees it: its profile, lints and format, the Conda route
+(environment.yml from requirements.lock), the lab's lock, the notebooks' paired text
+files, and the report's views of figures and tables."""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import BIN, ROOT
+
+PROFILE = ROOT / "workflow" / "profiles" / "default"
+
+
+def pins(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            out[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return out
+
+
+def test_environment_yml_is_generated_from_the_lock():
+    r = subprocess.run([sys.executable, str(ROOT / "workflow" / "scripts" / "environment-yml")],
+                       capture_output=True, text=True, check=True)
+    assert r.stdout == (ROOT / "environment.yml").read_text(), \
+        "environment.yml is stale: workflow/scripts/environment-yml > environment.yml"
+    env = yaml.safe_load(r.stdout)
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    # --use-conda copies environment.yml alone: no -r/-e lines that point at other files
+    assert not [p for p in pip if p.startswith("-")]
+    assert len(pip) == len(pins(ROOT / "requirements.lock"))
+
+
+def test_lab_lock_keeps_the_pipeline_pins():
+    main, lab = pins(ROOT / "requirements.lock"), pins(ROOT / "requirements-lab.lock")
+    assert {"jupyterlab", "jupytext", "ipykernel"} <= lab.keys()
+    assert {k: (main[k], lab[k]) for k in main.keys() & lab.keys() if main[k] != lab[k]} == {}
+
+
+def test_rules_need_no_installed_package():
+    """Jobs run `python -m schedlab...` with PYTHONPATH set by the Snakefile (a conda env has
+    no `pip install -e .`), never the `schedlab` console script."""
+    assert "PYTHONPATH" in (ROOT / "Snakefile").read_text()
+    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
+        for m in re.finditer(r'"((?:[^"\\]|\\.)*)"', smk.read_text()):
+            assert not re.match(r"\s*schedlab\s", m.group(1)), f"{smk.name}: {m.group(1)}"
+
+
+def test_profile_holds_the_flags(env_path):
+    prof = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    assert prof["cores"] == "all" and "testbed_host=1" in prof["resources"]
+    assert prof["rerun-incomplete"] and prof["show-failed-logs"]
+    makefile = (ROOT / "Makefile").read_text()
+    assert "--resources" not in makefile and "--workflow-profile workflow/profiles/default" in makefile
+    r = subprocess.run([str(BIN / "snakemake"), "-n", "--workflow-profile", str(PROFILE.relative_to(ROOT))],
+                       cwd=ROOT, capture_output=True, text=True, env=env_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Using workflow specific profile workflow/profiles/default" in r.stderr
+
+
+def test_snakemake_lint_and_snakefmt_are_clean(env_path):
+    r = subprocess.run([str(BIN / "snakemake"), "--lint", "--workflow-profile", "workflow/profiles/default"],
+                       cwd=ROOT, capture_output=True, text=True, env=env_path, timeout=300)
+    assert r.returncode == 0 and "Lints for" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-4000:]
+    r = subprocess.run([str(BIN / "snakefmt"), "--check", "."], cwd=ROOT, capture_output=True, text=True,
+                       env=env_path, timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+
+
+def test_notebooks_are_paired_with_percent_scripts():
+    import jupytext
+
+    nbs = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert nbs
+    for nb_path in nbs:
+        nb = json.loads(nb_path.read_text())
+        assert nb["metadata"]["jupytext"]["formats"] == "ipynb,py:percent", nb_path.name
+        py = nb_path.with_suffix(".py")
+        assert py.exists(), f"{py.name} missing: jupytext --sync {nb_path.name}"
+        assert jupytext.writes(jupytext.read(nb_path), fmt="py:percent") == py.read_text(), \
+            f"{nb_path.name} and {py.name} differ: jupytext --sync notebooks/{nb_path.name}"
+        assert '# %% tags=["parameters"]' in py.read_text()   # papermill's cell survives the round trip
+
+
+def test_report_marks_every_figure_and_table():
+    text = (ROOT / "workflow" / "rules" / "report.smk").read_text()
+    marked = re.findall(r'report\(\s*"([^"]+)",\s*caption="([^"]+)"', text)
+    assert {Path(p).name for p, _ in marked} >= {"{testbed}-figure.png", "{testbed}-table.html", "figure.png",
+                                                 "table.html", "testbeds.html"}
+    for _, caption in marked:
+        assert (ROOT / "workflow" / "rules" / caption).resolve().is_file(), caption
+    assert (ROOT / "workflow" / "report" / "workflow.rst").is_file()
+
+
+VIEW = ROOT / "workflow" / "scripts" / "report-view"
+
+
+def test_report_view_makes_a_png_of_a_pdf_figure(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1, 2], [2, 0, 1])
+    fig.savefig(tmp_path / "f.pdf")
+    subprocess.run([sys.executable, str(VIEW), "figure", str(tmp_path / "f.pdf"), str(tmp_path / "f.png")],
+                   check=True, timeout=120)
+    with Image.open(tmp_path / "f.png") as im:
+        lo, hi = im.convert("L").getextrema()
+        assert im.size[0] > 200 and hi - lo > 100
+
+
+def test_report_view_renders_a_latex_table(tmp_path):
+    tex = tmp_path / "t.tex"
+    tex.write_text(r"""\begin{table}[tbp]
+\centering\small
+\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%
+\begin{tabular}{llr}
+\toprule
+variant & \multicolumn{2}{c}{throughput} \\
+\midrule
+fix & $-12.3 \pm 1.2$\,\%$^{*}$ & \textbf{5} \\
+\bottomrule
+\end{tabular}}
+\caption{S1 \& friends, sim testbed.}
+\label{tab:s1-sim}
+\end{table}
+""")
+    side = tmp_path / "c.json"
+    side.write_text(json.dumps({"table": "s1-sim", "data_hash": "ab" * 32, "cells": {"a": {}, "b": {}}}))
+    out = tmp_path / "t.html"
+    subprocess.run([sys.executable, str(VIEW), "table", str(tex), str(out), "--sidecar", str(side)],
+                   check=True, timeout=60)
+    html = out.read_text()
+    assert '<td colspan="2">throughput</td>' in html
+    assert "<td>-12.3 ± 1.2\u2009%*</td>" in html
+    assert "S1 &amp; friends, sim testbed." in html and "tab:s1-sim" in html
+    assert "2 cells" in html and "\\begin{tabular}" in html
+
+
+@pytest.mark.parametrize("name", ["environment-yml", "report-view"])
+def test_scripts_are_executable(name):
+    assert (ROOT / "workflow" / "scripts" / name).stat().st_mode & 0o111

@@ -1,15 +1,22 @@
 # Configuration, validated before anything runs: a bad study file stops the
 # workflow here with the file, line and field named.
 import glob
-import json
 import sys
 from pathlib import Path
 
 from snakemake.utils import validate
 
 from schedlab import config as sl_config
+from schedlab import records as sl_records
 
 validate(config, "../schemas/config.schema.json")
+# Snakemake's own YAML loader lets a duplicate key win silently: read the file again with
+# the project's loader, which names the file and line
+try:
+    for _cf in workflow.configfiles:
+        sl_config.load_yaml(Path(_cf))
+except sl_config.ConfigError as e:
+    sys.exit(f"schedlab: configuration error: {e}")
 
 STUDIES_DIR = config.get("studies_dir", "config/studies")
 try:
@@ -94,51 +101,16 @@ def run_inputs(wc):
 
 
 def shipped_records(study, testbed):
-    """Raw records on disk for the study's current definition on `testbed` (read
-    only: definition hashes of the current study file against the records')."""
-    folder = Path(DATA) / "raw" / testbed / study
-    if not folder.is_dir():
-        return []
-    want = {
-        definition_hash(study, testbed, v, pid)
-        for v in STUDIES[study]["variants"]
-        for pid in study_points(study, testbed)
-    }
-    out = []
-    for path in sorted(folder.glob("*.json")):
-        try:
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
-            out.append(str(path))  # `schedlab dataset` names the broken file
-            continue
-        if rec.get("definition_hash") in want:
-            out.append(str(path))
-    return out
+    """Raw records on disk for the study's current definition on `testbed` (read only)."""
+    return [str(p) for p in sl_records.on_disk(DATA, STUDIES[study], testbed)]
 
 
 def shipped_complete(study, testbed):
     """Whether the records on disk give every (variant, point) of the study at least
     two measured runs (what a comparison needs); names the first cell that lacks them.
     """
-    want = {
-        definition_hash(study, testbed, v, pid): f"{v}/{pid}"
-        for v in STUDIES[study]["variants"]
-        for pid in study_points(study, testbed)
-    }
-    n = dict.fromkeys(want, 0)
-    for path in shipped_records(study, testbed):
-        try:
-            rec = json.loads(Path(path).read_text())
-        except (OSError, ValueError):
-            return True, ""  # let `schedlab dataset` name the broken file
-        if (
-            rec.get("status") == "ok"
-            and not rec.get("warmup")
-            and rec.get("definition_hash") in n
-        ):
-            n[rec["definition_hash"]] += 1
-    short = [want[h] for h, k in n.items() if k < 2]
-    return (not short, short[0] if short else "")
+    short = sl_records.first_short_point(DATA, STUDIES[study], testbed)
+    return (short is None, short or "")
 
 
 def _pairs():

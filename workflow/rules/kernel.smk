@@ -8,7 +8,12 @@
 # cache entry (seconds).
 
 KERNEL_INPUTS = ["schedlab/builds/kernel.py", "config/kernel/base.config"]
-NATIVE_IMAGE_INPUTS = ["schedlab/builds/native.py", "guest/native-init.sh"]
+NATIVE_IMAGE_INPUTS = [
+    "schedlab/builds/native.py",
+    "schedlab/builds/rootfs.py",
+    "guest/native-init.sh",
+    "guest/init-common.sh",
+]
 
 
 rule kernel_build:

@@ -13,6 +13,8 @@ import glob
 QEMU_IMAGE_INPUTS = [
     "schedlab/builds/images.py",
     "guest/dom0-init.sh",
+    "guest/init-common.sh",
+    "schedlab/builds/rootfs.py",
     "guest/dom0-initramfs-init.sh",
     "guest/guest-init.sh",
     *sorted(glob.glob("guest/lockmod/*")),

@@ -164,6 +164,44 @@ class PointRunner:
         raise RunFailed(f"{tag}: failed {self.settings['retries'] + 1} times; failure records are in {self.folder}")
 
 
+class Progress:
+    """Plan-wide progress of a study on stderr: one line per run ("57/240 (24 %) · ETA 31 min",
+    the ETA from the runs this process measured), and a live bar when stderr is a terminal."""
+
+    def __init__(self, total: int, log=sys.stderr):
+        self.total, self.done, self.log = total, 0, log
+        self.started = _now()
+        self.measured: list[float] = []
+        self.bar = None
+        if hasattr(log, "isatty") and log.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, file=log, unit="run", dynamic_ncols=True, leave=True)
+
+    def eta_s(self) -> float | None:
+        if not self.measured:
+            return None
+        return sum(self.measured) / len(self.measured) * (self.total - self.done)
+
+    def line(self) -> str:
+        eta = self.eta_s()
+        left = "ETA --" if eta is None else f"ETA {eta / 60:.0f} min" if eta >= 90 else f"ETA {eta:.0f} s"
+        return f"{self.done}/{self.total} ({100 * self.done / self.total:.0f} %) · {left}"
+
+    def step(self, seconds: float, measured: bool) -> None:
+        self.done += 1
+        if measured:
+            self.measured.append(seconds)
+        if self.bar is not None:
+            self.bar.set_postfix_str(self.line().split(" · ")[1], refresh=False)
+            self.bar.update(1)
+        else:
+            print(f"progress: {self.line()}", file=self.log, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def run_study(study: dict, testbed_name: str, data_dir: Path, base_seed: int, testbed,
               manifest_dir: Path | None = None, log=sys.stderr) -> dict[tuple, list[dict]]:
     """The whole study in its plan order (real hosts: variants interleaved across
@@ -171,12 +209,19 @@ def run_study(study: dict, testbed_name: str, data_dir: Path, base_seed: int, te
     reused, so a killed study resumes where it stopped."""
     runners: dict[tuple, PointRunner] = {}
     entries: dict[tuple, list[dict]] = {}
-    for e in plan(study, testbed_name, base_seed):
+    order = plan(study, testbed_name, base_seed)
+    progress = Progress(len(order), log)
+    for e in order:
         k = (e["variant"], config.point_id(e["point"]))
         if k not in runners:
             runners[k] = PointRunner(study, testbed_name, e["variant"], e["point"], data_dir, base_seed,
                                      testbed=testbed, log=log)
-        entries.setdefault(k, []).append(runners[k].run_rep(e["repetition"], executed_as="plan"))
+        t0 = time.monotonic()
+        rec = runners[k].run_rep(e["repetition"], executed_as="plan")
+        entries.setdefault(k, []).append(rec)
+        # a reused record took no testbed time: only measured runs estimate what is left
+        progress.step(time.monotonic() - t0, measured=rec.get("finished", "") >= progress.started)
+    progress.close()
     if manifest_dir:
         for (variant, pid), recs in entries.items():
             write_manifest(Path(manifest_dir) / variant / f"{pid}.json", runners[(variant, pid)],

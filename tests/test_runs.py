@@ -113,3 +113,17 @@ def test_cli_keeps_sigpipe_ignored_and_ends_quietly_on_a_closed_stdout():
     r = subprocess.run(f"'{sys.executable}' -m schedlab.cli plan config/studies/s0.yaml | head -n 1",
                        shell=True, capture_output=True, text=True, timeout=120, cwd=root)
     assert r.stdout.strip() and "Traceback" not in r.stderr and "Exception" not in r.stderr, r.stderr
+
+
+def test_run_study_prints_plan_wide_progress_with_an_eta(sim_binary, tmp_path):
+    """One line per run over the whole plan; the ETA comes from runs this process measured,
+    so a resumed study (all records reused) says it cannot estimate yet."""
+    r = schedlab("run-study", "s1", "--testbed", "sim", "--out", tmp_path, "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.startswith("progress: ")]
+    total = len(plan(config.load_study("s1"), "sim", 3))
+    assert len(lines) == total
+    assert lines[0].startswith(f"progress: 1/{total} (") and "ETA" in lines[0] and "--" not in lines[0]
+    assert lines[-1] == f"progress: {total}/{total} (100 %) · ETA 0 s"
+    again = schedlab("run-study", "s1", "--testbed", "sim", "--out", tmp_path, "--seed", "3")
+    assert [l for l in again.stderr.splitlines() if l.startswith("progress: ")][-1].endswith("ETA --")

@@ -58,9 +58,10 @@ test: deps-test $(VENV)/.installed lint
 test-all: deps-test $(VENV)/.installed
 	SCHEDLAB_QEMU_TESTS=all SCHEDLAB_LAB_VHOST_TESTS=1 SCHEDLAB_SLURM_TESTS=1 pytest
 
-# A minimal gate for now (syntax errors, undefined names); the Snakefile's format and lints.
+# ruff (lint and format, configured in pyproject.toml), the Snakefile's format and lints.
 lint: deps-base $(VENV)/.installed
-	ruff check --select E9,F63,F7,F82 schedlab tests
+	ruff check schedlab tests benchmarks
+	ruff format --check schedlab tests benchmarks
 	snakefmt --check .
 	$(SNAKEMAKE) --lint
 

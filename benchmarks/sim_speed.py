@@ -3,6 +3,7 @@
 Prints simulated events per second of CPU time and simulated seconds per wall second; the last
 line is `events/s: N`.  Usage: .venv/bin/python benchmarks/sim_speed.py [--variant base] [--repeat 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ def sweep(workers: int) -> None:
     """The whole sim sweep: every study, variant, point, runs + warm-up, on `workers` processes."""
     import itertools
     from concurrent.futures import ProcessPoolExecutor
+
     jobs = []
     for sid in ("s0", "s1", "s2", "s3", "s4"):
         st = yaml.safe_load((REPO / "config" / "studies" / f"{sid}.yaml").read_text())
@@ -68,7 +70,7 @@ def main() -> None:
     study = yaml.safe_load((REPO / "config" / "studies" / "s0.yaml").read_text())
     best = None
     for i in range(a.repeat):
-        (_, sc), = SimTestbed().scenarios(study, a.variant, {"vms": a.vms}, 1000 + i)
+        ((_, sc),) = SimTestbed().scenarios(study, a.variant, {"vms": a.vms}, 1000 + i)
         text = json.dumps(sc)
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
@@ -78,13 +80,17 @@ def main() -> None:
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
         res = json.loads(p.stdout)
         ev, simt = res["events"], res["sim_time_s"]
-        print(f"run {i}: {ev} events, {simt:.1f} simulated s, wall {wall:.3f} s, cpu {cpu:.3f} s, "
-              f"{ev / max(cpu, 1e-9) / 1e6:.1f} M events/cpu-s, {simt / wall:.0f} simulated s per wall s")
+        print(
+            f"run {i}: {ev} events, {simt:.1f} simulated s, wall {wall:.3f} s, cpu {cpu:.3f} s, "
+            f"{ev / max(cpu, 1e-9) / 1e6:.1f} M events/cpu-s, {simt / wall:.0f} simulated s per wall s"
+        )
         rate = ev / max(cpu, 1e-9)
         if best is None or rate > best[0]:
             best = (rate, simt / wall, simt / max(cpu, 1e-9))
-    print(f"simulated s per wall s: {best[1]:.0f} (per cpu s: {best[2]:.0f}; the S0 build is simulated at "
-          f"sim_workload.job_fraction of its length)")
+    print(
+        f"simulated s per wall s: {best[1]:.0f} (per cpu s: {best[2]:.0f}; the S0 build is simulated at "
+        f"sim_workload.job_fraction of its length)"
+    )
     print(f"events/s: {best[0]:.0f}")
 
 

@@ -4,6 +4,7 @@ included), identical output required.  Last line: `ratio: X` (target <= 1.5).
 
     .venv/bin/python benchmarks/stats_speed.py [--n 1000000] [--repeat 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,7 @@ def _best(cmd: list[str], repeat: int) -> tuple[float, bytes, bytes, int]:
     best, res = float("inf"), None
     for _ in range(repeat):
         t0 = time.perf_counter()
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = subprocess.run(cmd, capture_output=True)
         dt = time.perf_counter() - t0
         if dt < best:
             best, res = dt, p
@@ -44,7 +45,7 @@ def main(argv=None) -> int:
     rng = random.Random(1)
     with tempfile.TemporaryDirectory() as tmp:
         files = []
-        for k, mu in enumerate((100.0, 100.02)):   # benchmark-like: fixed-point, ~6 decimals
+        for k, mu in enumerate((100.0, 100.02)):  # benchmark-like: fixed-point, ~6 decimals
             path = os.path.join(tmp, f"f{k + 1}")
             with open(path, "w") as f:
                 f.write("".join("%.6f\n" % rng.gauss(mu, 5.0) for _ in range(a.n)))

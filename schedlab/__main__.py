@@ -1,4 +1,5 @@
 """`python -m schedlab` works like the `schedlab` command."""
+
 from schedlab.cli import main
 
 raise SystemExit(main())

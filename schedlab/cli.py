@@ -1,5 +1,6 @@
 """`schedlab` command line. Sub-commands import lazily: `schedlab ministat` must
 start as fast as the C ministat it replaces."""
+
 from __future__ import annotations
 
 import sys
@@ -13,9 +14,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] == "ministat":
             from schedlab.stats.ministat import main as ministat_main
+
             rc = ministat_main(argv[1:])
         else:
             from schedlab.commands import main as commands_main
+
             rc = commands_main(argv)
         sys.stdout.flush()
         return rc
@@ -27,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         # stdout on a full disk (commands.main names the files it fails on): one line, no traceback
         from schedlab.commands import describe_oserror
+
         _drop_stdout()
         print(f"schedlab: {describe_oserror(e, 'standard output')}", file=sys.stderr)
         return 1
@@ -34,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _drop_stdout() -> None:
     import os
+
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 

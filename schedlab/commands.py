@@ -1,4 +1,5 @@
 """Sub-commands of `schedlab` (all but `ministat`, which cli.py dispatches first)."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,15 +29,18 @@ def _schema_bounds(prop: str) -> tuple[int | None, int | None]:
 
 def _bounded(prop: str):
     """An argparse type: an integer within the study schema's bounds for `prop`."""
+
     def parse(text: str) -> int:
         if not re.fullmatch(r"[+-]?[0-9]+", text):
             raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
         v = int(text)
         lo, hi = _schema_bounds(prop)
         if (lo is not None and v < lo) or (hi is not None and v > hi):
-            raise argparse.ArgumentTypeError(f"{v} is out of range {lo}..{hi} "
-                                             f"(workflow/schemas/study.schema.json: {prop})")
+            raise argparse.ArgumentTypeError(
+                f"{v} is out of range {lo}..{hi} (workflow/schemas/study.schema.json: {prop})"
+            )
         return v
+
     return parse
 
 
@@ -63,8 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--manifest", help="write the study manifest (all.json) here")
     rs.add_argument("--host", help="lab testbed: inventory host or pool to run on")
 
-    ds = sub.add_parser("dataset", help="the study manifest (all.json) from raw records already on disk, "
-                                        "e.g. the qemu records shipped with the repository; measures nothing")
+    ds = sub.add_parser(
+        "dataset",
+        help="the study manifest (all.json) from raw records already on disk, "
+        "e.g. the qemu records shipped with the repository; measures nothing",
+    )
     ds.add_argument("study")
     ds.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True)
     ds.add_argument("--out", default="data")
@@ -104,18 +111,19 @@ def main(argv: list[str]) -> int:
         return 2
     except OSError as e:
         import traceback
+
         if e.filename is None and traceback.extract_tb(e.__traceback__)[-1].filename == __file__:
-            raise                     # a print here: standard output (e.g. on a full disk); cli.main says so
+            raise  # a print here: standard output (e.g. on a full disk); cli.main says so
         out = getattr(args, "out", None)
         print(f"schedlab {args.cmd}: {describe_oserror(e, f'--out {out}' if out else None)}", file=sys.stderr)
         return 1
     except Exception as e:  # one clear line, not a traceback, for the expected failures
-        from schedlab.store import RecordError
         from schedlab.core.testbed import RunFailed
+        from schedlab.store import RecordError
+
         if isinstance(e, (RecordError, RunFailed, KeyError)):
             text = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-            print(f"schedlab {args.cmd}: {' | '.join(l for l in str(text).splitlines() if l.strip())}",
-                  file=sys.stderr)
+            print(f"schedlab {args.cmd}: {' | '.join(l for l in str(text).splitlines() if l.strip())}", file=sys.stderr)
             return 1
         raise
 
@@ -146,10 +154,13 @@ def _out_dir(out: str) -> Path:
 def _testbed(args):
     """The testbed named by --testbed (with --host, which only the lab has)."""
     from schedlab import testbeds
+
     host = getattr(args, "host", None)
     if host is not None:
         if args.testbed != "lab":
-            raise config.ConfigError(f"--host {host}: the {args.testbed} testbed has no hosts (--host is for --testbed lab)")
+            raise config.ConfigError(
+                f"--host {host}: the {args.testbed} testbed has no hosts (--host is for --testbed lab)"
+            )
         if not host:
             raise config.ConfigError("--host: empty name (an inventory host or pool)")
     return testbeds.get(args.testbed, **({"host": host} if host else {}))
@@ -161,16 +172,20 @@ def _base_seed(args) -> int:
 
 def cmd_run(args) -> int:
     from schedlab.run import PointRunner
+
     study = config.load_study(args.study)
     point = config.parse_point_args(study, args.testbed, args.point)
     if args.variant not in study["variants"]:
-        raise config.ConfigError(f"{study['_file']}: field variants: unknown variant {args.variant!r} "
-                                 f"(known: {', '.join(study['variants'])})")
+        raise config.ConfigError(
+            f"{study['_file']}: field variants: unknown variant {args.variant!r} "
+            f"(known: {', '.join(study['variants'])})"
+        )
     out, seed = _out_dir(args.out), _base_seed(args)
     tb = _testbed(args)
     try:
-        PointRunner(study, args.testbed, args.variant, point, out, seed,
-                    runs=args.reps, testbed=tb).run(manifest=Path(args.manifest) if args.manifest else None)
+        PointRunner(study, args.testbed, args.variant, point, out, seed, runs=args.reps, testbed=tb).run(
+            manifest=Path(args.manifest) if args.manifest else None
+        )
     finally:
         tb.close()
     return 0
@@ -178,6 +193,7 @@ def cmd_run(args) -> int:
 
 def cmd_run_study(args) -> int:
     from schedlab.run import gather, run_study
+
     study = config.load_study(args.study)
     config.testbed_settings(study, args.testbed)
     out, seed = _out_dir(args.out), _base_seed(args)
@@ -194,26 +210,34 @@ def cmd_run_study(args) -> int:
 
 def cmd_dataset(args) -> int:
     from schedlab.run import dataset
+
     study = config.load_study(args.study)
     config.testbed_settings(study, args.testbed)
     res = dataset(study, args.testbed, _out_dir(args.out), _base_seed(args), Path(args.manifest))
-    print(f"{study['study']}/{args.testbed}: {res['runs']} runs at {res['points']} (variant, point)s from the "
-          f"records; {len(res['missing'])} incomplete, {res['failed']} failed-run records not used")
+    print(
+        f"{study['study']}/{args.testbed}: {res['runs']} runs at {res['points']} (variant, point)s from the "
+        f"records; {len(res['missing'])} incomplete, {res['failed']} failed-run records not used"
+    )
     return 0
 
 
 def cmd_plan(args) -> int:
     from schedlab.core.plan import plan
+
     study = config.load_study(args.study)
     for e in plan(study, args.testbed, _base_seed(args)):
-        print(f"{e['index']:4d}  {e['variant']:<10} {config.point_id(e['point']):<20} "
-              f"rep {e['repetition']}{'  warm-up' if e['warmup'] else ''}")
+        print(
+            f"{e['index']:4d}  {e['variant']:<10} {config.point_id(e['point']):<20} "
+            f"rep {e['repetition']}{'  warm-up' if e['warmup'] else ''}"
+        )
     return 0
 
 
 def cmd_validate(args) -> int:
     import os
+
     from schedlab.lab.inventory import DEFAULT_PATH, ENV_INVENTORY, load_inventory
+
     files = args.files or [str(p) for p in sorted(config.STUDIES_DIR.glob("*.yaml"))]
     cfg = config.load_config(args.config)
     lab = args.lab or os.environ.get(ENV_INVENTORY) or (str(DEFAULT_PATH) if DEFAULT_PATH.exists() else None)
@@ -221,8 +245,10 @@ def cmd_validate(args) -> int:
         load_inventory(lab)
     for f in files:
         config.load_study(f)
-    print(f"ok: {_rel(args.config)}{', ' + _rel(lab) if lab else ''} and {len(files)} study file(s) "
-          f"({', '.join(cfg['studies'])})")
+    print(
+        f"ok: {_rel(args.config)}{', ' + _rel(lab) if lab else ''} and {len(files)} study file(s) "
+        f"({', '.join(cfg['studies'])})"
+    )
     return 0
 
 
@@ -233,6 +259,7 @@ def _rel(path) -> str:
 
 def cmd_verify(args) -> int:
     from schedlab import store
+
     problems = store.verify(Path(args.data_dir))
     n = sum(1 for _ in store.iter_records(Path(args.data_dir) / "raw")) if (Path(args.data_dir) / "raw").is_dir() else 0
     for path, ps in sorted(problems.items()):
@@ -247,6 +274,7 @@ def cmd_verify(args) -> int:
 
 def cmd_trace(args) -> int:
     from schedlab.report.trace import trace
+
     if args.cell and "," in args.cell and "/" not in args.cell and not re.fullmatch(r"[0-9]+,[0-9]+", args.cell):
         raise config.ConfigError(f"cell {args.cell!r}: expected a cell id or ROW,COL (two numbers)")
     return trace(args.table, args.cell, Path(args.paper_dir), Path(args.data_dir), as_json=args.json)

@@ -3,6 +3,7 @@
 Everything is checked against the JSON Schemas in workflow/schemas (draft
 2020-12) before any run starts; an error names the file, the field and, where
 the YAML has it, the line."""
+
 from __future__ import annotations
 
 import copy
@@ -60,24 +61,26 @@ class Loader(yaml.SafeLoader):
         if isinstance(node, yaml.MappingNode):
             seen: dict = {}
             for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":   # `<<:` merges may override
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` merges may override
                     continue
                 key = self.construct_object(key_node, deep=True)
                 try:
                     first = seen.get(key)
                     seen.setdefault(key, key_node.start_mark.line + 1)
                 except TypeError:
-                    continue                                     # unhashable: SafeLoader says so
+                    continue  # unhashable: SafeLoader says so
                 if first is not None:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (first on line {first})", key_node.start_mark)
+                        None, None, f"duplicate key {key!r} (first on line {first})", key_node.start_mark
+                    )
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_float(self, node):
         value = super().construct_yaml_float(node)
         if not math.isfinite(value):
             raise yaml.constructor.ConstructorError(
-                None, None, f"{node.value!r} is not a finite number", node.start_mark)
+                None, None, f"{node.value!r} is not a finite number", node.start_mark
+            )
         return value
 
 
@@ -119,7 +122,7 @@ def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
             loader.dispose()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ecma_pattern(pattern: str) -> str:
     """A schema pattern with JSON Schema's (ECMA-262) `$`, end of input, as Python's `\\Z`:
     Python's `$` also matches before a final newline, so 'bug\\n' would pass '^[a-z]+$'."""
@@ -127,7 +130,7 @@ def _ecma_pattern(pattern: str) -> str:
     while i < len(pattern):
         c = pattern[i]
         if c == "\\":
-            out.append(pattern[i:i + 2])
+            out.append(pattern[i : i + 2])
             i += 2
             continue
         if c == "[":
@@ -141,13 +144,15 @@ def _ecma_pattern(pattern: str) -> str:
 
 def _pattern(validator, pattern, instance, schema):
     from jsonschema import ValidationError
+
     if validator.is_type(instance, "string") and not re.search(_ecma_pattern(pattern), instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _validator_class():
     from jsonschema import Draft202012Validator, validators
+
     return validators.extend(Draft202012Validator, {"pattern": _pattern})
 
 
@@ -217,10 +222,12 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
                 fail(["metrics", i, "when", axis], f"{bad[0]!r} is not a value of axis {axis}")
         for j, tb in enumerate(m.get("testbeds") or []):
             if tb not in study["testbeds"]:
-                fail(["metrics", i, "testbeds", j], f"testbed {tb!r} is not one of the study's "
-                                                     f"(testbeds: {', '.join(study['testbeds'])})")
+                fail(
+                    ["metrics", i, "testbeds", j],
+                    f"testbed {tb!r} is not one of the study's (testbeds: {', '.join(study['testbeds'])})",
+                )
     for tb, over in study["testbeds"].items():
-        for axis, values in over.get("axes", {}).items():
+        for axis in over.get("axes", {}):
             if axis not in study["axes"]:
                 fail(["testbeds", tb, "axes", axis], f"unknown axis (study axes: {', '.join(study['axes'])})")
 
@@ -285,11 +292,14 @@ def load_config(path: str | Path = ROOT / "config" / "config.yaml") -> dict:
 
 # --- derived views of a study -------------------------------------------------
 
+
 def testbed_settings(study: dict, testbed: str) -> dict:
     """Axes, runs, warm-ups, retries for one testbed: the study's, overridden per testbed."""
     over = study["testbeds"].get(testbed)
     if over is None:
-        raise ConfigError(f"{study['_file']}: field testbeds.{testbed}: study {study['study']} does not run on {testbed}")
+        raise ConfigError(
+            f"{study['_file']}: field testbeds.{testbed}: study {study['study']} does not run on {testbed}"
+        )
     return {
         "axes": {**study["axes"], **over.get("axes", {})},
         "runs": over.get("runs", study["runs"]),
@@ -351,7 +361,9 @@ def parse_point_args(study: dict, testbed: str, items: list[str]) -> dict:
             raise ConfigError(f"--point {item!r}: axis {key} given twice")
         match = [v for v in axes[key] if str(v) == raw]
         if not match:
-            raise ConfigError(f"--point {item!r}: {raw!r} is not a value of axis {key} ({', '.join(map(str, axes[key]))})")
+            raise ConfigError(
+                f"--point {item!r}: {raw!r} is not a value of axis {key} ({', '.join(map(str, axes[key]))})"
+            )
         point[key] = match[0]
     missing = [a for a in axes if a not in point]
     if missing:
@@ -364,8 +376,9 @@ def definition(study: dict, testbed: str, variant: str, point: dict) -> dict:
     new runs are made (old records stay); the number of runs is not part of it,
     so adding runs reuses the existing records."""
     if variant not in study["variants"]:
-        raise ConfigError(f"{study['_file']}: field variants: unknown variant {variant!r} "
-                          f"(known: {', '.join(study['variants'])})")
+        raise ConfigError(
+            f"{study['_file']}: field variants: unknown variant {variant!r} (known: {', '.join(study['variants'])})"
+        )
     d = {
         "study": study["study"],
         "testbed": testbed,
@@ -376,7 +389,7 @@ def definition(study: dict, testbed: str, variant: str, point: dict) -> dict:
         "sim_workload": study.get("sim_workload", {}) if testbed == "sim" else {},
     }
     options = (study["testbeds"].get(testbed) or {}).get("options")
-    if options:     # only when set, so definitions (and run keys) without options are unchanged
+    if options:  # only when set, so definitions (and run keys) without options are unchanged
         d["testbed_options"] = copy.deepcopy(options)
     return d
 

@@ -9,6 +9,7 @@ BatchMode, so it can never stop to ask a question.
 File copies go through `ssh ... cat` / `dd` instead of scp/sftp, so a host only
 needs sshd and coreutils.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 
 class HostError(Exception):
@@ -42,10 +43,19 @@ class Host:
     the entry stay valid whatever port a run forwards).
     """
 
-    def __init__(self, hostname: str, *, user: str = "root", port: int = 22,
-                 identity: str | Path | None = None, known_hosts: str | Path | None = None,
-                 host_key_alias: str | None = None, connect_timeout: int = 10,
-                 multiplex: bool = False, extra_options: Sequence[str] = ()):
+    def __init__(
+        self,
+        hostname: str,
+        *,
+        user: str = "root",
+        port: int = 22,
+        identity: str | Path | None = None,
+        known_hosts: str | Path | None = None,
+        host_key_alias: str | None = None,
+        connect_timeout: int = 10,
+        multiplex: bool = False,
+        extra_options: Sequence[str] = (),
+    ):
         self.hostname = hostname
         self.user = user
         self.port = int(port)
@@ -76,8 +86,7 @@ class Host:
         if self.host_key_alias:
             opts["HostKeyAlias"] = self.host_key_alias
         if self._control_dir:
-            opts.update(ControlMaster="auto", ControlPath=os.path.join(self._control_dir, "%C"),
-                        ControlPersist="60")
+            opts.update(ControlMaster="auto", ControlPath=os.path.join(self._control_dir, "%C"), ControlPersist="60")
         argv = ["-F", "/dev/null"]
         for k, v in opts.items():
             argv += ["-o", f"{k}={v}"]
@@ -94,8 +103,15 @@ class Host:
         return ["ssh", *self.ssh_options(), "--", f"{self.user}@{self.hostname}", remote]
 
     # -- running ---------------------------------------------------------------------
-    def run(self, argv: Sequence[str], timeout: float = 60, input: bytes | str | None = None,
-            check: bool = True, *, text: bool = True) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: float = 60,
+        input: bytes | str | None = None,
+        check: bool = True,
+        *,
+        text: bool = True,
+    ) -> subprocess.CompletedProcess:
         """Run argv on the host; return the CompletedProcess (stdout/stderr captured).
 
         Raises HostTimeout after `timeout` seconds (the local ssh is killed), and
@@ -104,8 +120,14 @@ class Host:
         if isinstance(input, str) and not text:
             input = input.encode()
         try:
-            res = subprocess.run(cmd, input=input, capture_output=True, timeout=timeout,
-                                 text=text, stdin=None if input is not None else subprocess.DEVNULL)
+            res = subprocess.run(
+                cmd,
+                input=input,
+                capture_output=True,
+                timeout=timeout,
+                text=text,
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as e:
             raise HostTimeout(f"{self}: timed out after {timeout:g}s: {shlex.join(map(str, argv))}") from e
         if check and res.returncode != 0:
@@ -131,8 +153,7 @@ class Host:
     def get_bytes(self, remote: str, *, timeout: float = 120) -> bytes:
         return self.run(["cat", "--", remote], text=False, timeout=timeout).stdout
 
-    def wait_for_ssh(self, timeout: float, *, interval: float = 2.0,
-                     alive: Callable[[], bool] | None = None) -> float:
+    def wait_for_ssh(self, timeout: float, *, interval: float = 2.0, alive: Callable[[], bool] | None = None) -> float:
         """Poll until `true` runs over ssh; return the seconds waited.
 
         `alive` (optional) is asked between attempts; if it returns False (e.g. the
@@ -169,8 +190,12 @@ class Host:
     def close(self) -> None:
         """Stop the shared connection (if multiplexing) and remove its socket directory."""
         if self._control_dir:
-            subprocess.run(["ssh", *self.ssh_options(), "-O", "exit", "--", f"{self.user}@{self.hostname}"],
-                           capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
+            subprocess.run(
+                ["ssh", *self.ssh_options(), "-O", "exit", "--", f"{self.user}@{self.hostname}"],
+                capture_output=True,
+                timeout=15,
+                stdin=subprocess.DEVNULL,
+            )
             shutil.rmtree(self._control_dir, ignore_errors=True)
             self._control_dir = None
 
@@ -194,6 +219,7 @@ def parse_kv(text: str) -> dict[str, str]:
 def sha256_file(path) -> str:
     """Streaming sha256 of a (possibly large) build artifact: kernels, images."""
     import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

@@ -6,6 +6,7 @@ point) of the study file as it is now; a point's runs are those of one build, ke
 runner keys them (store.run_key_of). A manifest lists, per point, the runs (path and
 checksum) the statistics use; the notebooks read records through it, each once.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,17 +17,32 @@ from schedlab import config, store
 
 def current_definitions(study: dict, testbed: str) -> dict[str, tuple[str, dict]]:
     """{definition hash: (variant, point)} of every (variant, point) of the study on testbed."""
-    return {config.sha256(config.definition(study, testbed, v, p)): (v, p)
-            for v in study["variants"] for p in config.points(study, testbed)}
+    return {
+        config.sha256(config.definition(study, testbed, v, p)): (v, p)
+        for v in study["variants"]
+        for p in config.points(study, testbed)
+    }
 
 
-def manifest_entry(study: str, testbed: str, variant: str, point: dict, definition_hash: str,
-                   recs: list[dict]) -> dict:
+def manifest_entry(study: str, testbed: str, variant: str, point: dict, definition_hash: str, recs: list[dict]) -> dict:
     """One point's entry of a manifest: the runs that stand for it."""
-    return {"study": study, "testbed": testbed, "variant": variant, "point": point,
-            "point_id": config.point_id(point), "definition_hash": definition_hash,
-            "runs": [{"run_id": r["run_id"], "path": str(Path("raw") / testbed / study / f"{r['run_id']}.json"),
-                      "checksum": r["checksum"], "warmup": r["warmup"]} for r in recs]}
+    return {
+        "study": study,
+        "testbed": testbed,
+        "variant": variant,
+        "point": point,
+        "point_id": config.point_id(point),
+        "definition_hash": definition_hash,
+        "runs": [
+            {
+                "run_id": r["run_id"],
+                "path": str(Path("raw") / testbed / study / f"{r['run_id']}.json"),
+                "checksum": r["checksum"],
+                "warmup": r["warmup"],
+            }
+            for r in recs
+        ],
+    }
 
 
 def on_disk(data_dir: Path, study: dict, testbed: str) -> list[Path]:
@@ -55,7 +71,7 @@ def first_short_point(data_dir: Path, study: dict, testbed: str, need: int = 2) 
         try:
             rec = json.loads(path.read_text())
         except (OSError, ValueError):
-            return None            # `schedlab dataset` names the broken file
+            return None  # `schedlab dataset` names the broken file
         if rec.get("status") == "ok" and not rec.get("warmup") and rec.get("definition_hash") in n:
             n[rec["definition_hash"]] += 1
     return next((want[h] for h, k in n.items() if k < need), None)
@@ -79,19 +95,25 @@ def select(study: dict, testbed: str, data_dir: Path, base_seed: int) -> dict:
             failed += 1
             continue
         if rec["run_key"] in by_key:
-            raise store.RecordError(f"{path}: field run_key: same run key as {by_key[rec['run_key']][0]} "
-                                    "(two records of one run; move one aside)")
+            raise store.RecordError(
+                f"{path}: field run_key: same run key as {by_key[rec['run_key']][0]} "
+                "(two records of one run; move one aside)"
+            )
         by_key[rec["run_key"]] = (path, rec)
     settings = config.testbed_settings(study, testbed)
     total = settings["warmup"] + settings["runs"]
     points, missing, n_runs = [], [], 0
     for definition_hash, (variant, point) in current_definitions(study, testbed).items():
-        builds = sorted({rec["provenance"]["build_id"] for _, rec in by_key.values()
-                         if rec["definition_hash"] == definition_hash})
+        builds = sorted(
+            {rec["provenance"]["build_id"] for _, rec in by_key.values() if rec["definition_hash"] == definition_hash}
+        )
         best: list[dict] = []
         for build_id in builds:
-            found = [by_key[k][1] for rep in range(total)
-                     if (k := store.run_key_of(definition_hash, build_id, rep, base_seed)) in by_key]
+            found = [
+                by_key[k][1]
+                for rep in range(total)
+                if (k := store.run_key_of(definition_hash, build_id, rep, base_seed)) in by_key
+            ]
             latest = max((r["finished"] for r in found), default="")
             if (len(found), latest) > (len(best), max((r["finished"] for r in best), default="")):
                 best = found
@@ -100,8 +122,12 @@ def select(study: dict, testbed: str, data_dir: Path, base_seed: int) -> dict:
         if best:
             n_runs += len(best)
             points.append(manifest_entry(study["study"], testbed, variant, point, definition_hash, best))
-    return {"points": sorted(points, key=lambda b: (b["variant"], b["point_id"])), "missing": missing,
-            "failed": failed, "runs": n_runs}
+    return {
+        "points": sorted(points, key=lambda b: (b["variant"], b["point_id"])),
+        "missing": missing,
+        "failed": failed,
+        "runs": n_runs,
+    }
 
 
 def study_manifest(data_dir: Path, testbed: str, study: str) -> Path:

@@ -3,6 +3,7 @@
 Testbeds only turn (study, variant, point, seed) into metrics; everything a
 reviewer needs to trust a number is added here, the same for every testbed.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -25,12 +26,15 @@ from schedlab.core.testbed import RunFailed
 @functools.cache
 def repo_state() -> dict:
     root = config.ROOT
+
     def git(*args):
         try:
-            return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                                  timeout=20).stdout.strip()
+            return subprocess.run(
+                ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20
+            ).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             return ""
+
     commit = git("rev-parse", "HEAD") or "unknown"
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     return {"repo_commit": commit, "repo_dirty": dirty}
@@ -46,21 +50,45 @@ def host_description() -> dict:
                 break
     except OSError:
         pass
-    return {"hostname": platform.node(), "kernel": platform.release(), "machine": platform.machine(),
-            "cpu_model": cpu, "cpus": os.cpu_count(), "python": platform.python_version()}
+    return {
+        "hostname": platform.node(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpu_model": cpu,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def index_plan(order: list[dict]) -> dict[tuple, dict]:
+    """A plan's entries by (variant, point id, repetition)."""
+    return {(e["variant"], config.point_id(e["point"]), e["repetition"]): e for e in order}
 
 
 class PointRunner:
     """Runs the repetitions of one (study, testbed, variant, point)."""
 
-    def __init__(self, study: dict, testbed_name: str, variant: str, point: dict,
-                 data_dir: Path, base_seed: int, runs: int | None = None, testbed=None,
-                 log=sys.stderr):
+    def __init__(
+        self,
+        study: dict,
+        testbed_name: str,
+        variant: str,
+        point: dict,
+        data_dir: Path,
+        base_seed: int,
+        runs: int | None = None,
+        testbed=None,
+        log=sys.stderr,
+        order: dict | None = None,
+    ):
+        """order: the study's plan indexed by (variant, point id, repetition), when the
+        caller has it (run_study); otherwise it is derived here once."""
         from schedlab import testbeds
+
         self.study, self.testbed_name, self.variant, self.point = study, testbed_name, variant, point
         self.settings = config.testbed_settings(study, testbed_name)
         if runs is not None:
@@ -74,8 +102,7 @@ class PointRunner:
         self.log = log
         self.definition = config.definition(study, testbed_name, variant, point)
         self.definition_hash = config.sha256(self.definition)
-        order = plan(study, testbed_name, base_seed)
-        self.order = {(e["variant"], config.point_id(e["point"]), e["repetition"]): e for e in order}
+        self.order = order if order is not None else index_plan(plan(study, testbed_name, base_seed))
         self._build_id: str | None = None
         self._described: dict | None = None
 
@@ -105,14 +132,17 @@ class PointRunner:
         key = self.run_key(rep, build_id)
         run_id = store.run_id_of(self.variant, pid, rep, key)
         path = self.folder / f"{run_id}.json"
-        tag = (f"[{self.study['study']}/{self.testbed_name}] {self.variant} {pid} run {rep + 1}/{total}"
-               + (" (warm-up)" if warm else ""))
+        tag = f"[{self.study['study']}/{self.testbed_name}] {self.variant} {pid} run {rep + 1}/{total}" + (
+            " (warm-up)" if warm else ""
+        )
         if path.exists():
             rec = store.read_record(path)
             problems = store.check_record(path, rec)
             if problems:
-                raise store.RecordError(f"{path}: existing record is damaged: {'; '.join(problems)} "
-                                        "(it is left untouched; move it aside to re-measure)")
+                raise store.RecordError(
+                    f"{path}: existing record is damaged: {'; '.join(problems)} "
+                    "(it is left untouched; move it aside to re-measure)"
+                )
             print(f"{tag}: reusing {path.name}", file=self.log, flush=True)
             return rec
         if self._described is None:
@@ -122,14 +152,31 @@ class PointRunner:
         seed = derive_seed(self.base_seed, self.testbed_name, self.study["study"], self.variant, pid, rep)
         order = self.order.get((self.variant, pid, rep), {"index": -1, "plan_size": 0, "plan_seed": 0})
         base = {
-            "format": store.FORMAT, "run_key": key, "study": self.study["study"],
-            "testbed": self.testbed_name, "variant": self.variant, "point": self.point, "point_id": pid,
-            "repetition": rep, "warmup": warm, "seed": seed, "definition_hash": self.definition_hash,
-            "run_order": {"index": order["index"], "plan_size": order["plan_size"],
-                          "plan_seed": order["plan_seed"], "executed_as": executed_as},
-            "provenance": {**repo_state(), "schedlab_version": __version__, "testbed": self._described,
-                           "build_id": build_id, "host": host_description(),
-                           "study_file_sha256": self.study.get("_sha256", "")},
+            "format": store.FORMAT,
+            "run_key": key,
+            "study": self.study["study"],
+            "testbed": self.testbed_name,
+            "variant": self.variant,
+            "point": self.point,
+            "point_id": pid,
+            "repetition": rep,
+            "warmup": warm,
+            "seed": seed,
+            "definition_hash": self.definition_hash,
+            "run_order": {
+                "index": order["index"],
+                "plan_size": order["plan_size"],
+                "plan_seed": order["plan_seed"],
+                "executed_as": executed_as,
+            },
+            "provenance": {
+                **repo_state(),
+                "schedlab_version": __version__,
+                "testbed": self._described,
+                "build_id": build_id,
+                "host": host_description(),
+                "study_file_sha256": self.study.get("_sha256", ""),
+            },
         }
         # attempts number on from the failures earlier processes recorded for this run
         attempt = store.last_attempt(self.folder, run_id)
@@ -139,24 +186,45 @@ class PointRunner:
             try:
                 result = self.testbed.run_once(self.study, self.variant, self.point, seed)
             except RunFailed as e:
-                failure = {**base, "status": "failed", "error": str(e), "log": e.log[-20000:], "metrics": {},
-                           "started": started, "finished": _now(), "duration_s": time.monotonic() - t0}
+                failure = {
+                    **base,
+                    "status": "failed",
+                    "error": str(e),
+                    "log": e.log[-20000:],
+                    "metrics": {},
+                    "started": started,
+                    "finished": _now(),
+                    "duration_s": time.monotonic() - t0,
+                }
                 while True:
                     try:
-                        store.write_record(self.folder, {**failure, "run_id": f"{run_id}.failed{attempt}",
-                                                         "attempt": attempt})
+                        store.write_record(
+                            self.folder, {**failure, "run_id": f"{run_id}.failed{attempt}", "attempt": attempt}
+                        )
                         break
                     except store.RecordExists:
-                        attempt += 1    # another process recorded a failure of this run meanwhile
+                        attempt += 1  # another process recorded a failure of this run meanwhile
                 print(f"{tag}: FAILED (attempt {attempt}): {e}", file=self.log, flush=True)
                 continue
-            missing = [m["name"] for m in config.metrics_for(self.study, self.point, self.testbed_name) if m["name"] not in result.metrics]
+            missing = [
+                m["name"]
+                for m in config.metrics_for(self.study, self.point, self.testbed_name)
+                if m["name"] not in result.metrics
+            ]
             if missing:
                 raise RunFailed(f"testbed {self.testbed_name} returned no value for metric(s) {', '.join(missing)}")
-            rec = {**base, "run_id": run_id, "status": "ok", "attempt": attempt,
-                   "metrics": {k: float(v) for k, v in result.metrics.items()},
-                   "counters": result.counters, "samples": result.samples,
-                   "started": started, "finished": _now(), "duration_s": time.monotonic() - t0}
+            rec = {
+                **base,
+                "run_id": run_id,
+                "status": "ok",
+                "attempt": attempt,
+                "metrics": {k: float(v) for k, v in result.metrics.items()},
+                "counters": result.counters,
+                "samples": result.samples,
+                "started": started,
+                "finished": _now(),
+                "duration_s": time.monotonic() - t0,
+            }
             store.write_record(self.folder, rec)
             shown = ", ".join(f"{k}={v:.6g}" for k, v in rec["metrics"].items())
             print(f"{tag}: {shown} ({rec['duration_s']:.2f} s)", file=self.log, flush=True)
@@ -175,6 +243,7 @@ class Progress:
         self.bar = None
         if hasattr(log, "isatty") and log.isatty():
             from tqdm import tqdm
+
             self.bar = tqdm(total=total, file=log, unit="run", dynamic_ncols=True, leave=True)
 
     def eta_s(self) -> float | None:
@@ -202,20 +271,37 @@ class Progress:
             self.bar.close()
 
 
-def run_study(study: dict, testbed_name: str, data_dir: Path, base_seed: int, testbed,
-              manifest_dir: Path | None = None, log=sys.stderr) -> dict[tuple, list[dict]]:
+def run_study(
+    study: dict,
+    testbed_name: str,
+    data_dir: Path,
+    base_seed: int,
+    testbed,
+    manifest_dir: Path | None = None,
+    log=sys.stderr,
+) -> dict[tuple, list[dict]]:
     """The whole study in its plan order (real hosts: variants interleaved across
     reboots, so host drift is spread over all of them). Existing records are
     reused, so a killed study resumes where it stopped."""
     runners: dict[tuple, PointRunner] = {}
     entries: dict[tuple, list[dict]] = {}
     order = plan(study, testbed_name, base_seed)
+    indexed = index_plan(order)
     progress = Progress(len(order), log)
     for e in order:
         k = (e["variant"], config.point_id(e["point"]))
         if k not in runners:
-            runners[k] = PointRunner(study, testbed_name, e["variant"], e["point"], data_dir, base_seed,
-                                     testbed=testbed, log=log)
+            runners[k] = PointRunner(
+                study,
+                testbed_name,
+                e["variant"],
+                e["point"],
+                data_dir,
+                base_seed,
+                testbed=testbed,
+                log=log,
+                order=indexed,
+            )
         t0 = time.monotonic()
         rec = runners[k].run_rep(e["repetition"], executed_as="plan")
         entries.setdefault(k, []).append(rec)
@@ -224,8 +310,11 @@ def run_study(study: dict, testbed_name: str, data_dir: Path, base_seed: int, te
     progress.close()
     if manifest_dir:
         for (variant, pid), recs in entries.items():
-            write_manifest(Path(manifest_dir) / variant / f"{pid}.json", runners[(variant, pid)],
-                           sorted(recs, key=lambda r: r["repetition"]))
+            write_manifest(
+                Path(manifest_dir) / variant / f"{pid}.json",
+                runners[(variant, pid)],
+                sorted(recs, key=lambda r: r["repetition"]),
+            )
     return entries
 
 
@@ -239,19 +328,37 @@ def gather(point_manifests: list[Path], out: Path) -> None:
     points = [json.loads(Path(p).read_text()) for p in point_manifests]
     if not points:
         raise ValueError("gather: no point manifests")
-    atomic_write(Path(out), _json({"study": points[0]["study"], "testbed": points[0]["testbed"],
-                                   "points": sorted(points, key=lambda b: (b["variant"], b["point_id"]))}))
+    atomic_write(
+        Path(out),
+        _json(
+            {
+                "study": points[0]["study"],
+                "testbed": points[0]["testbed"],
+                "points": sorted(points, key=lambda b: (b["variant"], b["point_id"])),
+            }
+        ),
+    )
 
 
 def write_manifest(path: Path, runner: PointRunner, entries: list[dict]) -> None:
     """The point's runs for the current definition. Derived data, so it may be
     replaced (atomically)."""
-    atomic_write(path, _json(records.manifest_entry(runner.study["study"], runner.testbed_name, runner.variant,
-                                                    runner.point, runner.definition_hash, entries)))
+    atomic_write(
+        path,
+        _json(
+            records.manifest_entry(
+                runner.study["study"],
+                runner.testbed_name,
+                runner.variant,
+                runner.point,
+                runner.definition_hash,
+                entries,
+            )
+        ),
+    )
 
 
-def dataset(study: dict, testbed_name: str, data_dir: Path, base_seed: int, out: Path,
-            log=sys.stderr) -> dict:
+def dataset(study: dict, testbed_name: str, data_dir: Path, base_seed: int, out: Path, log=sys.stderr) -> dict:
     """The study manifest from raw records already on disk (shipped with the
     repository, or measured earlier on another machine), without a testbed.
 
@@ -263,10 +370,12 @@ def dataset(study: dict, testbed_name: str, data_dir: Path, base_seed: int, out:
     sel = records.select(study, testbed_name, data_dir, base_seed)
     manifests, missing = sel["points"], sel["missing"]
     if not manifests:
-        raise RunFailed(f"no records of study {study['study']} on testbed {testbed_name} for the current "
-                        f"definition in {folder}")
+        raise RunFailed(
+            f"no records of study {study['study']} on testbed {testbed_name} for the current definition in {folder}"
+        )
     for m in missing:
         print(f"[{study['study']}/{testbed_name}] dataset: {m}", file=log)
-    atomic_write(Path(out), _json({"study": study["study"], "testbed": testbed_name, "source": "records",
-                                   "points": manifests}))
+    atomic_write(
+        Path(out), _json({"study": study["study"], "testbed": testbed_name, "source": "records", "points": manifests})
+    )
     return {"points": len(manifests), "runs": sel["runs"], "missing": missing, "failed": sel["failed"]}

@@ -12,6 +12,7 @@ concurrent runs in one study folder never lose each other's records.
 Records are strict JSON (no NaN or infinities), get the mode the umask allows,
 and a failed write (a full disk) leaves no file behind and raises RecordError.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -24,8 +25,8 @@ import re
 import socket
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from schedlab.config import SCHEMAS, canonical, sha256
 
@@ -48,8 +49,10 @@ def checksum(record: dict) -> str:
 
 def _validator():
     from jsonschema import Draft202012Validator
-    return Draft202012Validator(json.loads((SCHEMAS / "record.schema.json").read_text()),
-                                format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+    return Draft202012Validator(
+        json.loads((SCHEMAS / "record.schema.json").read_text()), format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
 
 
 def raw_dir(data_dir: Path, testbed: str, study: str) -> Path:
@@ -58,8 +61,7 @@ def raw_dir(data_dir: Path, testbed: str, study: str) -> Path:
 
 def run_key_of(definition_hash: str, build_id: str, repetition: int, base_seed: int) -> str:
     """A run's key: the point's definition, the build, the repetition and the base seed."""
-    return sha256({"definition": definition_hash, "build": build_id,
-                          "repetition": repetition, "base_seed": base_seed})
+    return sha256({"definition": definition_hash, "build": build_id, "repetition": repetition, "base_seed": base_seed})
 
 
 def run_id_of(variant: str, point_id: str, repetition: int, run_key: str) -> str:
@@ -76,7 +78,7 @@ def _writer_alive(name: str) -> bool:
     prefix = f"{TMP_PREFIX}{_host()}-"
     if not name.startswith(prefix):
         return False
-    pid = name[len(prefix):].split("-", 1)[0]
+    pid = name[len(prefix) :].split("-", 1)[0]
     if not pid.isdigit():
         return False
     try:
@@ -84,7 +86,7 @@ def _writer_alive(name: str) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True             # another user's live process
+        return True  # another user's live process
     except (OSError, OverflowError):
         return False
     return True
@@ -94,7 +96,7 @@ def _stale(tmp: Path, remove: bool = False) -> bool:
     """Whether TMP is what a gone writer left (and remove it if asked): its writer's
     lock is free and, if it names this host, its process is gone."""
     if _writer_alive(tmp.name):
-        return False            # it may not hold its lock yet
+        return False  # it may not hold its lock yet
     try:
         fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -106,7 +108,7 @@ def _stale(tmp: Path, remove: bool = False) -> bool:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            return False        # a live writer holds it
+            return False  # a live writer holds it
         if remove:
             # remove only the file locked here, not one made under the same name since
             try:
@@ -138,7 +140,7 @@ def _temp(folder: Path) -> tuple[int, str]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError:
-            return fd, tmp      # no locks on this file system: the name's host and pid still guard it
+            return fd, tmp  # no locks on this file system: the name's host and pid still guard it
         # a sweeper that cannot see this process (another host or pid namespace)
         # may have removed the file before the lock: then start again
         try:
@@ -160,7 +162,7 @@ def _umask() -> int:
                 return int(line.split()[1], 8)
     except (OSError, ValueError, IndexError):
         pass
-    mask = os.umask(0o022)      # no /proc: reading the umask means setting it
+    mask = os.umask(0o022)  # no /proc: reading the umask means setting it
     os.umask(mask)
     return mask
 
@@ -200,7 +202,9 @@ def write_record(folder: Path, record: dict) -> Path:
     errors = list(_validator().iter_errors(record))
     if errors:
         e = errors[0]
-        raise RecordError(f"record {record.get('run_id')}: field {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}")
+        raise RecordError(
+            f"record {record.get('run_id')}: field {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+        )
     folder = Path(folder)
     final = folder / f"{record['run_id']}.json"
     data = json.dumps(record, indent=1, sort_keys=True, allow_nan=False).encode() + b"\n"
@@ -213,11 +217,11 @@ def write_record(folder: Path, record: dict) -> Path:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             try:
-                os.fchmod(fd, 0o666 & ~_umask())     # mkstemp makes 0600
+                os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600
             except OSError:
-                pass            # a file system without modes: the record matters more
+                pass  # a file system without modes: the record matters more
             os.fsync(fd)
             os.link(tmp, final)
         except FileExistsError:
@@ -228,9 +232,9 @@ def write_record(folder: Path, record: dict) -> Path:
             try:
                 os.unlink(tmp)
             except OSError:
-                pass            # left over, it is swept once this process is gone
+                pass  # left over, it is swept once this process is gone
     finally:
-        os.close(fd)            # releases the lock once the temporary name is gone
+        os.close(fd)  # releases the lock once the temporary name is gone
     try:
         dfd = os.open(folder, os.O_RDONLY)
         try:
@@ -268,20 +272,23 @@ def _run_id_problems(rec: dict) -> list[str]:
     try:
         expected = run_id_of(rec["variant"], rec["point_id"], rec["repetition"], rec["run_key"])
     except (KeyError, TypeError, ValueError):
-        return []               # the schema check names what is missing
+        return []  # the schema check names what is missing
     if not isinstance(rid, str):
         return []
     if rec.get("status") == "failed":
         m = re.fullmatch(re.escape(expected) + r"\.failed([1-9][0-9]*)", rid)
         if not m:
-            return [f"field run_id: {rid!r} is not {expected + '.failedN'!r}, which the run's variant, "
-                    "point_id, repetition and run_key give"]
+            return [
+                f"field run_id: {rid!r} is not {expected + '.failedN'!r}, which the run's variant, "
+                "point_id, repetition and run_key give"
+            ]
         if "attempt" in rec and rec["attempt"] != int(m[1]):
             return [f"field run_id: {rid!r} says attempt {m[1]}, field attempt says {rec['attempt']!r}"]
         return []
     if rid != expected:
-        return [f"field run_id: {rid!r} is not {expected!r}, which the run's variant, point_id, "
-                "repetition and run_key give"]
+        return [
+            f"field run_id: {rid!r} is not {expected!r}, which the run's variant, point_id, repetition and run_key give"
+        ]
     return []
 
 

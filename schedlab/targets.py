@@ -19,6 +19,7 @@ guest or on a natively booted lab kernel:
 
 Packs use nothing else (no Python on the target, no local paths).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,9 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 
 class TargetError(Exception):
@@ -47,8 +49,9 @@ class TargetTimeout(TargetError):
 class Target(Protocol):
     name: str
 
-    def run(self, argv: Sequence[str], timeout: float, input: str | None = None,
-            check: bool = True) -> subprocess.CompletedProcess: ...
+    def run(
+        self, argv: Sequence[str], timeout: float, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess: ...
 
     def put(self, local_path, remote_path) -> None: ...
 
@@ -78,17 +81,23 @@ class LocalTarget:
     def __repr__(self) -> str:
         return f"LocalTarget({self.name!r})"
 
-    def run(self, argv: Sequence[str], timeout: float = 60, input: str | None = None,
-            check: bool = True) -> subprocess.CompletedProcess:
+    def run(
+        self, argv: Sequence[str], timeout: float = 60, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess:
         if isinstance(argv, (str, bytes)):
             raise TypeError("Target.run takes an argument list, not a string")
         argv = [str(a) for a in argv]
         try:
             # start_new_session: on timeout the whole process group is killed
             # (a make -j or a pg_ctl child must not outlive its run)
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
         except OSError as e:
             raise TargetError(f"{self.name}: cannot run {shlex.join(argv)}: {e.strerror}") from None
         try:
@@ -96,8 +105,10 @@ class LocalTarget:
         except subprocess.TimeoutExpired:
             self._kill(proc)
             out, err = proc.communicate()
-            raise TargetTimeout(f"{self.name}: timed out after {timeout:g}s: {shlex.join(argv)}",
-                                subprocess.CompletedProcess(argv, -9, out, err)) from None
+            raise TargetTimeout(
+                f"{self.name}: timed out after {timeout:g}s: {shlex.join(argv)}",
+                subprocess.CompletedProcess(argv, -9, out, err),
+            ) from None
         except BaseException:
             # e.g. Ctrl-C: the child is in its own session and did not get it
             self._kill(proc)
@@ -105,8 +116,9 @@ class LocalTarget:
             raise
         res = subprocess.CompletedProcess(argv, proc.returncode, out, err)
         if check and res.returncode != 0:
-            raise TargetError(f"{self.name}: exit {res.returncode}: {shlex.join(argv)}\n"
-                              f"{(err or out or '').strip()[-2000:]}", res)
+            raise TargetError(
+                f"{self.name}: exit {res.returncode}: {shlex.join(argv)}\n{(err or out or '').strip()[-2000:]}", res
+            )
         return res
 
     @staticmethod

@@ -12,8 +12,9 @@ BIN = Path(sys.executable).parent
 
 def schedlab(*args, cwd=None, check=False, timeout=600):
     """Run the installed `schedlab` CLI like a person would."""
-    return subprocess.run([str(BIN / "schedlab"), *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, check=check)
+    return subprocess.run(
+        [str(BIN / "schedlab"), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=check
+    )
 
 
 @pytest.fixture(scope="session")
@@ -31,8 +32,13 @@ def copy_workdir(dest: Path) -> Path:
     for name in ("Snakefile", "environment.yml", "workflow", "config", "notebooks", "paper", "sim", "schedlab"):
         src = ROOT / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("build", "generated", "*.pdf", "__pycache__",
-                                                                             "*.aux", "*.log", "*.fls", "*.fdb_latexmk"))
+            shutil.copytree(
+                src,
+                dest / name,
+                ignore=shutil.ignore_patterns(
+                    "build", "generated", "*.pdf", "__pycache__", "*.aux", "*.log", "*.fls", "*.fdb_latexmk"
+                ),
+            )
         else:
             shutil.copy2(src, dest / name)
     return dest
@@ -48,8 +54,7 @@ def env_path():
 def install_debs(*packages: str, why: str) -> None:
     """An opted-in suite installs the Debian packages it needs (as root; otherwise it fails
     naming them): a researcher who asked for it learns something, never a silent skip."""
-    r = subprocess.run([str(ROOT / "workflow" / "scripts" / "ensure-debs"), *packages],
-                       capture_output=True, text=True)
+    r = subprocess.run([str(ROOT / "workflow" / "scripts" / "ensure-debs"), *packages], capture_output=True, text=True)
     if r.returncode != 0:
         lines = [l.strip() for l in r.stderr.splitlines() if l.strip()]
         pytest.fail(f"{why}: {' '.join(lines[-3:]) or 'ensure-debs failed'}", pytrace=False)

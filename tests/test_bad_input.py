@@ -7,6 +7,7 @@ Most cases call the CLI's main() in-process: jsonschema and the study files load
 ~50 ms a case instead of ~0.4 s for a process. Cases with how="subprocess" run the
 installed `schedlab` like a person would (exit status, stdout on a full disk). A case
 with `accept` is a documented acceptance: the reason says why it is not a one-line failure."""
+
 from __future__ import annotations
 
 import errno
@@ -14,14 +15,14 @@ import io
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import yaml
-
 from conftest import ROOT, schedlab
+
 from schedlab import cli
 from schedlab.stats import ministat
 
@@ -50,23 +51,25 @@ S1 = str(ROOT / "config" / "studies" / "s1.yaml")
 REAL_CONFIG = str(ROOT / "config" / "config.yaml")
 REAL_LAB = str(ROOT / "config" / "lab.yaml")
 POINT = ["--variant", "bug", "--point", "mode=alone"]
-USAGE = ("byte-exact Debian ministat: its usage text follows the one-line message "
-         "(tests/test_ministat.py compares with /usr/bin/ministat)")
+USAGE = (
+    "byte-exact Debian ministat: its usage text follows the one-line message "
+    "(tests/test_ministat.py compares with /usr/bin/ministat)"
+)
 
 
 @dataclass
 class Case:
     id: str
-    argv: list                       # "{f}" is the case's file, "{tmp}" its folder
-    files: dict = field(default_factory=dict)     # name in tmp -> text or bytes
-    expect: tuple = ()               # substrings of the one stderr line ("{f}", "{tmp}" as in argv)
-    line_has: str | None = None      # the line the message names holds this text
-    line: bool = False               # the message names the file's line: "{f}:N:"
-    code: int | None = None          # the exit status, when it matters
-    accept: str | None = None        # a documented acceptance: why this is not a one-line failure
-    how: str = "cli"                 # cli (in-process), subprocess, ministat-tty, stub-run
+    argv: list  # "{f}" is the case's file, "{tmp}" its folder
+    files: dict = field(default_factory=dict)  # name in tmp -> text or bytes
+    expect: tuple = ()  # substrings of the one stderr line ("{f}", "{tmp}" as in argv)
+    line_has: str | None = None  # the line the message names holds this text
+    line: bool = False  # the message names the file's line: "{f}:N:"
+    code: int | None = None  # the exit status, when it matters
+    accept: str | None = None  # a documented acceptance: why this is not a one-line failure
+    how: str = "cli"  # cli (in-process), subprocess, ministat-tty, stub-run
     env: dict = field(default_factory=dict)
-    check: Callable | None = None    # extra assertions on (stdout, stderr, tmp)
+    check: Callable | None = None  # extra assertions on (stdout, stderr, tmp)
 
 
 def sub(text: str, old: str, new: str, count: int = 1) -> str:
@@ -86,8 +89,17 @@ CASES: list[Case] = []
 # --------------------------------------------------------------------------- study files
 def study(id, text, *expect, line_has=None, name="s1.yaml", line=True):
     """`schedlab validate FILE` on a changed copy of config/studies/s1.yaml."""
-    CASES.append(Case(f"study-{id}", ["validate", "--config", REAL_CONFIG, "--lab", REAL_LAB, "{f}"],
-                      {name: text}, ("{f}",) + expect, line_has=line_has, line=line, code=2))
+    CASES.append(
+        Case(
+            f"study-{id}",
+            ["validate", "--config", REAL_CONFIG, "--lab", REAL_LAB, "{f}"],
+            {name: text},
+            ("{f}",) + expect,
+            line_has=line_has,
+            line=line,
+            code=2,
+        )
+    )
 
 
 def study_sub(id, old, new, *expect, line_has=None):
@@ -124,15 +136,28 @@ study("sim-workload-list", edited(lambda d: d.update(sim_workload=[])), "field s
 study("published-number", edited(lambda d: d.update(published=1)), "field published", "not of type 'object'")
 # unknown and missing fields
 study_sub("unknown-top-field", "runs: 10", "rnus: 10\nruns: 10", "field rnus", "unknown field", line_has="rnus:")
-study_sub("unknown-variant-field", 'bug:   {label: "Xen', 'bug:   {colour: red, label: "Xen',
-          "field variants.bug.colour", "unknown field", line_has="colour")
-study_sub("unknown-metric-field", "better: lower}", "better: lower, higher: no}", "field metrics.1.higher",
-          line_has="higher")
+study_sub(
+    "unknown-variant-field",
+    'bug:   {label: "Xen',
+    'bug:   {colour: red, label: "Xen',
+    "field variants.bug.colour",
+    "unknown field",
+    line_has="colour",
+)
+study_sub(
+    "unknown-metric-field", "better: lower}", "better: lower, higher: no}", "field metrics.1.higher", line_has="higher"
+)
 study_sub("unknown-testbed", "  lab: {}", "  lab: {}\n  vmware: {}", "field testbeds.vmware", line_has="vmware")
-study_sub("unknown-testbed-field", "qemu: {runs: 4,", "qemu: {smp: 3, runs: 4,", "field testbeds.qemu.smp",
-          line_has="smp")
-study_sub("unknown-xen-field", "xen: {patches: boost-bug}", "xen: {patches: boost-bug, version: 4.6}",
-          "field variants.bug.xen.version", line_has="version: 4.6")
+study_sub(
+    "unknown-testbed-field", "qemu: {runs: 4,", "qemu: {smp: 3, runs: 4,", "field testbeds.qemu.smp", line_has="smp"
+)
+study_sub(
+    "unknown-xen-field",
+    "xen: {patches: boost-bug}",
+    "xen: {patches: boost-bug, version: 4.6}",
+    "field variants.bug.xen.version",
+    line_has="version: 4.6",
+)
 for req in ("study", "title", "metrics", "axes", "baseline", "variants", "runs", "warmup", "testbeds"):
     study(f"missing-{req}", edited(lambda d, r=req: d.pop(r)), "field (top level)", f"'{req}' is a required property")
 study("missing-metric-name", edited(lambda d: d["metrics"][0].pop("name")), "field metrics.0", "'name'")
@@ -145,18 +170,33 @@ study_sub("metric-shell", "name: throughput_mbps", 'name: "tput;reboot"', "field
 study("metrics-empty", edited(lambda d: d.update(metrics=[])), "field metrics")
 study("metrics-string", edited(lambda d: d.update(metrics="throughput")), "field metrics")
 study("metric-when-empty", edited(lambda d: d["metrics"][0].update(when={})), "field metrics.0.when")
-study("metric-when-unknown-axis", edited(lambda d: d["metrics"][0].update(when={"bench": "pgbench"})),
-      "field metrics.0.when.bench", "unknown axis")
-study("metric-when-unknown-value", edited(lambda d: d["metrics"][0].update(when={"mode": "sometimes"})),
-      "field metrics.0.when.mode", "'sometimes' is not a value of axis mode")
-study("metric-when-list-empty", edited(lambda d: d["metrics"][0].update(when={"mode": []})),
-      "field metrics.0.when.mode")
-study("metric-testbeds-unknown", edited(lambda d: d["metrics"][0].update(testbeds=["vmware"])),
-      "field metrics.0.testbeds.0")
+study(
+    "metric-when-unknown-axis",
+    edited(lambda d: d["metrics"][0].update(when={"bench": "pgbench"})),
+    "field metrics.0.when.bench",
+    "unknown axis",
+)
+study(
+    "metric-when-unknown-value",
+    edited(lambda d: d["metrics"][0].update(when={"mode": "sometimes"})),
+    "field metrics.0.when.mode",
+    "'sometimes' is not a value of axis mode",
+)
+study(
+    "metric-when-list-empty", edited(lambda d: d["metrics"][0].update(when={"mode": []})), "field metrics.0.when.mode"
+)
+study(
+    "metric-testbeds-unknown",
+    edited(lambda d: d["metrics"][0].update(testbeds=["vmware"])),
+    "field metrics.0.testbeds.0",
+)
 study("metric-testbeds-empty", edited(lambda d: d["metrics"][0].update(testbeds=[])), "field metrics.0.testbeds")
-study("metric-testbed-not-in-study", edited(lambda d: (d["metrics"][0].update(testbeds=["lab"]),
-                                                       d["testbeds"].pop("lab"))),
-      "field metrics.0.testbeds.0", "testbed 'lab' is not one of the study's")
+study(
+    "metric-testbed-not-in-study",
+    edited(lambda d: (d["metrics"][0].update(testbeds=["lab"]), d["testbeds"].pop("lab"))),
+    "field metrics.0.testbeds.0",
+    "testbed 'lab' is not one of the study's",
+)
 # axes
 study_sub("axes-empty", "axes:\n  mode: [alone, corun]", "axes: {}", "field axes", line_has="axes:")
 study_sub("axis-no-values", "mode: [alone, corun]", "mode: []", "field axes.mode", line_has="mode: []")
@@ -164,32 +204,49 @@ study_sub("axis-repeated-value", "mode: [alone, corun]", "mode: [alone, alone]",
 study_sub("axis-scalar", "mode: [alone, corun]", "mode: alone", "field axes.mode", line_has="mode: alone")
 study_sub("axis-value-space", "mode: [alone, corun]", 'mode: [alone, "co run"]', "field axes.mode.1", "not allowed")
 study_sub("axis-value-shell", "mode: [alone, corun]", 'mode: [alone, "$(reboot)"]', "field axes.mode.1", "not allowed")
-study_sub("axis-value-newline", "mode: [alone, corun]", 'mode: [alone, "corun\\n"]', "field axes.mode.1",
-          "not allowed")
+study_sub("axis-value-newline", "mode: [alone, corun]", 'mode: [alone, "corun\\n"]', "field axes.mode.1", "not allowed")
 study_sub("axis-value-null", "mode: [alone, corun]", "mode: [alone, null]", "field axes.mode.1")
 study_sub("axis-value-object", "mode: [alone, corun]", "mode: [alone, {a: 1}]", "field axes.mode.1")
 study_sub("axis-value-too-long", "mode: [alone, corun]", f"mode: [alone, {'x' * 40}]", "field axes.mode.1")
-study_sub("axis-value-nan", "mode: [alone, corun]", "mode: [alone, .nan]", "not a finite number",
-          line_has="mode:")
+study_sub("axis-value-nan", "mode: [alone, corun]", "mode: [alone, .nan]", "not a finite number", line_has="mode:")
 study_sub("axis-value-inf", "mode: [alone, corun]", "mode: [alone, .inf]", "not a finite number", line_has="mode:")
 study_sub("axis-value-minus-inf", "mode: [alone, corun]", "mode: [-.Inf, alone]", "not a finite number")
 study_sub("axis-value-overflow", "mode: [alone, corun]", "mode: [alone, 1.0e+999]", "not a finite number")
 study_sub("axis-name-uppercase", "mode: [alone, corun]", "Mode: [alone, corun]", "field axes", "not allowed")
 study_sub("axis-name-int", "mode: [alone, corun]", "1: [alone, corun]", "field axes")
-study_sub("testbed-axis-unknown", "  sim: {}", "  sim: {axes: {bogus: [1]}}", "field testbeds.sim.axes.bogus",
-          "unknown axis", line_has="bogus")
+study_sub(
+    "testbed-axis-unknown",
+    "  sim: {}",
+    "  sim: {axes: {bogus: [1]}}",
+    "field testbeds.sim.axes.bogus",
+    "unknown axis",
+    line_has="bogus",
+)
 study_sub("testbed-axis-empty", "  sim: {}", "  sim: {axes: {mode: []}}", "field testbeds.sim.axes.mode")
 # baseline and variants
-study_sub("baseline-unknown", "baseline: fixed", "baseline: nope", "field baseline", "unknown variant 'nope'",
-          line_has="baseline:")
+study_sub(
+    "baseline-unknown",
+    "baseline: fixed",
+    "baseline: nope",
+    "field baseline",
+    "unknown variant 'nope'",
+    line_has="baseline:",
+)
 study_sub("baseline-uppercase", "baseline: fixed", "baseline: Fixed", "field baseline", line_has="baseline:")
-study_sub("baseline-newline", "baseline: fixed", 'baseline: "fixed\\n"', "field baseline", "not allowed",
-          line_has="baseline:")
+study_sub(
+    "baseline-newline", "baseline: fixed", 'baseline: "fixed\\n"', "field baseline", "not allowed", line_has="baseline:"
+)
 study_sub("baseline-list", "baseline: fixed", "baseline: [fixed]", "field baseline", line_has="baseline:")
 study("one-variant", edited(lambda d: d["variants"].pop("bug")), "field variants")
 study("variants-list", edited(lambda d: d.update(variants=["fixed", "bug"])), "field variants")
-study_sub("variant-baseline-unknown", 'bug:   {label: "Xen', 'bug:   {baseline: nope, label: "Xen',
-          "field variants.bug.baseline", "unknown variant 'nope'", line_has="baseline: nope")
+study_sub(
+    "variant-baseline-unknown",
+    'bug:   {label: "Xen',
+    'bug:   {baseline: nope, label: "Xen',
+    "field variants.bug.baseline",
+    "unknown variant 'nope'",
+    line_has="baseline: nope",
+)
 study_sub("variant-name-shell", "  bug:   {label", '  "bug;rm -rf ~":   {label', "field variants", "not allowed")
 study_sub("variant-name-subst", "  bug:   {label", '  "$(reboot)":   {label', "field variants", "not allowed")
 study_sub("variant-name-newline", "  bug:   {label", '  "bug\\n":   {label', "field variants", "not allowed")
@@ -197,61 +254,129 @@ study_sub("variant-name-space", "  bug:   {label", '  "a b":   {label', "field v
 study_sub("variant-label-number", 'label: "Xen 4.2-4.6 wake path (bug)"', "label: 46", "field variants.bug.label")
 study_sub("patches-space", "patches: boost-bug", 'patches: "boost bug"', "field variants.bug.xen.patches")
 study_sub("patches-uppercase", "patches: boost-bug", "patches: Boost", "field variants.bug.xen.patches")
-study_sub("boot-option-shell", "xen: {patches: boost-bug}", 'xen: {patches: boost-bug, boot: {sched: "credit; reboot"}}',
-          "field variants.bug.xen.boot.sched", "not allowed")
-study_sub("boot-option-name", "xen: {patches: boost-bug}", "xen: {patches: boost-bug, boot: {Sched: credit}}",
-          "field variants.bug.xen.boot")
-study_sub("boot-option-list", "xen: {patches: boost-bug}", "xen: {patches: boost-bug, boot: {sched: [a]}}",
-          "field variants.bug.xen.boot.sched", "not of type 'integer' or 'string'")
-study_sub("kernel-cmdline-shell", "xen: {patches: boost-bug}", 'xen: {patches: boost-bug}, kernel: {cmdline: "a `id`"}',
-          "field variants.bug.kernel.cmdline", "not allowed")
-study_sub("guest-placement", "xen: {patches: boost-bug}", "xen: {patches: boost-bug}, guest: {placement: everywhere}",
-          "field variants.bug.guest.placement")
-study_sub("guest-lock", "xen: {patches: boost-bug}", "xen: {patches: boost-bug}, guest: {lock: Spin}",
-          "field variants.bug.guest.lock")
-study_sub("guest-boot-pipe", "xen: {patches: boost-bug}", 'xen: {patches: boost-bug}, guest: {boot: "a|b"}',
-          "field variants.bug.guest.boot")
+study_sub(
+    "boot-option-shell",
+    "xen: {patches: boost-bug}",
+    'xen: {patches: boost-bug, boot: {sched: "credit; reboot"}}',
+    "field variants.bug.xen.boot.sched",
+    "not allowed",
+)
+study_sub(
+    "boot-option-name",
+    "xen: {patches: boost-bug}",
+    "xen: {patches: boost-bug, boot: {Sched: credit}}",
+    "field variants.bug.xen.boot",
+)
+study_sub(
+    "boot-option-list",
+    "xen: {patches: boost-bug}",
+    "xen: {patches: boost-bug, boot: {sched: [a]}}",
+    "field variants.bug.xen.boot.sched",
+    "not of type 'integer' or 'string'",
+)
+study_sub(
+    "kernel-cmdline-shell",
+    "xen: {patches: boost-bug}",
+    'xen: {patches: boost-bug}, kernel: {cmdline: "a `id`"}',
+    "field variants.bug.kernel.cmdline",
+    "not allowed",
+)
+study_sub(
+    "guest-placement",
+    "xen: {patches: boost-bug}",
+    "xen: {patches: boost-bug}, guest: {placement: everywhere}",
+    "field variants.bug.guest.placement",
+)
+study_sub(
+    "guest-lock",
+    "xen: {patches: boost-bug}",
+    "xen: {patches: boost-bug}, guest: {lock: Spin}",
+    "field variants.bug.guest.lock",
+)
+study_sub(
+    "guest-boot-pipe",
+    "xen: {patches: boost-bug}",
+    'xen: {patches: boost-bug}, guest: {boot: "a|b"}',
+    "field variants.bug.guest.boot",
+)
 study_sub("variant-sim-string", 'sim: {version: "4.6"}', "sim: old", "field variants.bug.sim")
 # per-testbed blocks
 study("testbeds-empty", edited(lambda d: d.update(testbeds={})), "field testbeds", "should be non-empty")
 study_sub("testbed-runs-zero", "qemu: {runs: 4,", "qemu: {runs: 0,", "field testbeds.qemu.runs", line_has="runs: 0")
-study_sub("testbed-warmup-negative", "qemu: {runs: 4, warmup: 1,", "qemu: {runs: 4, warmup: -1,",
-          "field testbeds.qemu.warmup")
+study_sub(
+    "testbed-warmup-negative", "qemu: {runs: 4, warmup: 1,", "qemu: {runs: 4, warmup: -1,", "field testbeds.qemu.warmup"
+)
 study_sub("testbed-order", "qemu: {runs: 4,", "qemu: {order: random, runs: 4,", "field testbeds.qemu.order")
 study_sub("testbed-timeout-zero", "qemu: {runs: 4,", "qemu: {timeout_s: 0, runs: 4,", "field testbeds.qemu.timeout_s")
-study_sub("testbed-timeout-negative", "qemu: {runs: 4,", "qemu: {timeout_s: -5, runs: 4,",
-          "field testbeds.qemu.timeout_s")
+study_sub(
+    "testbed-timeout-negative", "qemu: {runs: 4,", "qemu: {timeout_s: -5, runs: 4,", "field testbeds.qemu.timeout_s"
+)
 study_sub("testbed-timeout-inf", "qemu: {runs: 4,", "qemu: {timeout_s: .inf, runs: 4,", "not a finite number")
 study_sub("testbed-retries", "qemu: {runs: 4,", "qemu: {retries: 99, runs: 4,", "field testbeds.qemu.retries")
 study_sub("testbed-option-name", "options: {smp: 3,", "options: {Smp: 3,", "field testbeds.qemu.options")
 study_sub("testbed-option-null", "options: {smp: 3,", "options: {smp: null,", "field testbeds.qemu.options.smp")
-study_sub("testbed-options-list", "options: {smp: 3, xen_build: source}", "options: [smp]",
-          "field testbeds.qemu.options")
+study_sub(
+    "testbed-options-list", "options: {smp: 3, xen_build: source}", "options: [smp]", "field testbeds.qemu.options"
+)
 study_sub("testbed-block-list", "  lab: {}", "  lab: []", "field testbeds.lab")
 # duplicate keys: PyYAML's last one used to win silently
 study_sub("dup-runs", "runs: 10", "runs: 10\nruns: 3", "duplicate key 'runs'", "first on line", line_has="runs: 3")
-study_sub("dup-baseline", "baseline: fixed", "baseline: fixed\nbaseline: bug", "duplicate key 'baseline'",
-          line_has="baseline: bug")
-study_sub("dup-variant", "  bug:   {label", '  fixed: {label: "again"}\n  bug:   {label', "duplicate key 'fixed'",
-          line_has="again")
+study_sub(
+    "dup-baseline",
+    "baseline: fixed",
+    "baseline: fixed\nbaseline: bug",
+    "duplicate key 'baseline'",
+    line_has="baseline: bug",
+)
+study_sub(
+    "dup-variant",
+    "  bug:   {label",
+    '  fixed: {label: "again"}\n  bug:   {label',
+    "duplicate key 'fixed'",
+    line_has="again",
+)
 study_sub("dup-label-flow", 'bug:   {label: "Xen', 'bug:   {label: x, label: "Xen', "duplicate key 'label'")
-study_sub("dup-axis", "mode: [alone, corun]", "mode: [alone, corun]\n  mode: [corun]", "duplicate key 'mode'",
-          line_has="mode: [corun]")
+study_sub(
+    "dup-axis",
+    "mode: [alone, corun]",
+    "mode: [alone, corun]\n  mode: [corun]",
+    "duplicate key 'mode'",
+    line_has="mode: [corun]",
+)
 study_sub("dup-testbed", "  lab: {}", "  lab: {}\n  sim: {runs: 1}", "duplicate key 'sim'", line_has="sim: {runs: 1}")
-study_sub("dup-deep", "    link_mbps: 1000", "    link_mbps: 1000\n    link_mbps: 10", "duplicate key 'link_mbps'",
-          line_has="link_mbps: 10")
+study_sub(
+    "dup-deep",
+    "    link_mbps: 1000",
+    "    link_mbps: 1000\n    link_mbps: 10",
+    "duplicate key 'link_mbps'",
+    line_has="link_mbps: 10",
+)
 study_sub("dup-metric-field", "better: lower}", "better: lower, better: higher}", "duplicate key 'better'")
-study_sub("dup-workload", "workload:\n  kind: netperf-pair", "workload:\n  kind: netperf-pair\n  kind: other",
-          "duplicate key 'kind'", line_has="kind: other")
-study_sub("dup-int-key", "  throughput_mbps: {bug: {alone: 941, corun: 32}}",
-          "  throughput_mbps: {bug: {alone: 941, corun: 32, alone: 1}}", "duplicate key 'alone'")
+study_sub(
+    "dup-workload",
+    "workload:\n  kind: netperf-pair",
+    "workload:\n  kind: netperf-pair\n  kind: other",
+    "duplicate key 'kind'",
+    line_has="kind: other",
+)
+study_sub(
+    "dup-int-key",
+    "  throughput_mbps: {bug: {alone: 941, corun: 32}}",
+    "  throughput_mbps: {bug: {alone: 941, corun: 32, alone: 1}}",
+    "duplicate key 'alone'",
+)
 # encodings and bytes
-study("latin1-title", sub(STUDY, 'title: "Mistaken BOOST', 'title: "Mistaken BOOST caf\u00e9').encode("latin-1"), "not UTF-8 text",
-      line_has="title:")
+study(
+    "latin1-title",
+    sub(STUDY, 'title: "Mistaken BOOST', 'title: "Mistaken BOOST caf\u00e9').encode("latin-1"),
+    "not UTF-8 text",
+    line_has="title:",
+)
 study("invalid-byte-comment", STUDY.encode().replace(b"# S1.", b"# S1. \xff\xfe", 1), "not UTF-8 text", "0xff")
 study("utf16", STUDY.encode("utf-16"), "not UTF-8 text")
-study("truncated-utf8", STUDY.encode().replace(b"runs: 10", b"runs: 10 # \xe2\x82", 1), "not UTF-8 text",
-      line_has="runs:")
+study(
+    "truncated-utf8", STUDY.encode().replace(b"runs: 10", b"runs: 10 # \xe2\x82", 1), "not UTF-8 text", line_has="runs:"
+)
 study("nul-byte", STUDY.replace("runs: 10", "runs: 10\x00"), "not valid YAML", "U+0000", line_has="runs:")
 study("bell-char", STUDY.replace("warmup: 1", "warmup: 1\x07"), "not valid YAML", "U+0007", line_has="warmup:")
 study("empty-file", "", "empty study file", line=False)
@@ -272,31 +397,100 @@ study("top-level-list", "- study: s1\n- runs: 10\n", "field (top level)", "not o
 study("top-level-scalar", "s1\n", "field (top level)", "not of type 'object'")
 study("nested-too-deep", "study: s1\nworkload: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply", line=False)
 # data a run definition cannot hold (it is hashed as JSON)
-study_sub("date-in-workload", "  kind: netperf-pair", "  kind: netperf-pair\n  since: 2024-01-01", "field workload.since", "a date value", line_has="since:")
-study_sub("binary-in-workload", "  kind: netperf-pair", "  kind: netperf-pair\n  blob: !!binary aGk=", "field workload.blob",
-          "a bytes value", line_has="blob:")
-study_sub("set-in-workload", "  kind: netperf-pair", "  kind: netperf-pair\n  hosts: !!set {a, b}", "field workload.hosts",
-          "not JSON data", line_has="hosts:")
-study_sub("mixed-keys-in-workload", "  kind: netperf-pair", "  kind: netperf-pair\n  1: one", "field workload",
-          "keys of mixed types", line_has="kind:")
+study_sub(
+    "date-in-workload",
+    "  kind: netperf-pair",
+    "  kind: netperf-pair\n  since: 2024-01-01",
+    "field workload.since",
+    "a date value",
+    line_has="since:",
+)
+study_sub(
+    "binary-in-workload",
+    "  kind: netperf-pair",
+    "  kind: netperf-pair\n  blob: !!binary aGk=",
+    "field workload.blob",
+    "a bytes value",
+    line_has="blob:",
+)
+study_sub(
+    "set-in-workload",
+    "  kind: netperf-pair",
+    "  kind: netperf-pair\n  hosts: !!set {a, b}",
+    "field workload.hosts",
+    "not JSON data",
+    line_has="hosts:",
+)
+study_sub(
+    "mixed-keys-in-workload",
+    "  kind: netperf-pair",
+    "  kind: netperf-pair\n  1: one",
+    "field workload",
+    "keys of mixed types",
+    line_has="kind:",
+)
 # the study file named on the command line of other commands
-CASES.append(Case("study-run-dup-key", ["run", "{f}", *POINT, "--out", "{tmp}/data"],
-                  {"s1.yaml": sub(STUDY, "runs: 10", "runs: 10\nruns: 3")}, ("{f}:", "duplicate key 'runs'"), code=2,
-                  check=lambda out, err, tmp: not (tmp / "data").exists()))
-CASES.append(Case("study-plan-bad-runs", ["plan", "{f}", "--seed", "1"], {"s1.yaml": sub(STUDY, "runs: 10", "runs: -1")},
-                  ("{f}:", "field runs"), code=2))
-CASES.append(Case("study-plan-non-utf8", ["plan", "{f}", "--seed", "1"],
-                  {"s1.yaml": STUDY.encode().replace(b"fixed)", b"fixed\xc0)", 1)}, ("{f}:", "not UTF-8 text"), code=2))
-CASES.append(Case("study-renamed", ["validate", "--config", REAL_CONFIG, "--lab", REAL_LAB, "{f}"],
-                  {"other.yaml": STUDY}, ("{f}:", "field study", "other.yaml"), code=2))
-CASES.append(Case("study-directory", ["validate", "--config", REAL_CONFIG, "--lab", REAL_LAB, "{tmp}/d.yaml"],
-                  {"d.yaml/x": "x"}, ("{tmp}/d.yaml", "cannot read"), code=2))
+CASES.append(
+    Case(
+        "study-run-dup-key",
+        ["run", "{f}", *POINT, "--out", "{tmp}/data"],
+        {"s1.yaml": sub(STUDY, "runs: 10", "runs: 10\nruns: 3")},
+        ("{f}:", "duplicate key 'runs'"),
+        code=2,
+        check=lambda out, err, tmp: not (tmp / "data").exists(),
+    )
+)
+CASES.append(
+    Case(
+        "study-plan-bad-runs",
+        ["plan", "{f}", "--seed", "1"],
+        {"s1.yaml": sub(STUDY, "runs: 10", "runs: -1")},
+        ("{f}:", "field runs"),
+        code=2,
+    )
+)
+CASES.append(
+    Case(
+        "study-plan-non-utf8",
+        ["plan", "{f}", "--seed", "1"],
+        {"s1.yaml": STUDY.encode().replace(b"fixed)", b"fixed\xc0)", 1)},
+        ("{f}:", "not UTF-8 text"),
+        code=2,
+    )
+)
+CASES.append(
+    Case(
+        "study-renamed",
+        ["validate", "--config", REAL_CONFIG, "--lab", REAL_LAB, "{f}"],
+        {"other.yaml": STUDY},
+        ("{f}:", "field study", "other.yaml"),
+        code=2,
+    )
+)
+CASES.append(
+    Case(
+        "study-directory",
+        ["validate", "--config", REAL_CONFIG, "--lab", REAL_LAB, "{tmp}/d.yaml"],
+        {"d.yaml/x": "x"},
+        ("{tmp}/d.yaml", "cannot read"),
+        code=2,
+    )
+)
 
 
 # --------------------------------------------------------------------------- config.yaml
 def cfg(id, text, *expect, line_has=None, line=True):
-    CASES.append(Case(f"config-{id}", ["validate", "--config", "{f}", "--lab", REAL_LAB, S1],
-                      {"config.yaml": text}, ("{f}",) + expect, line_has=line_has, line=line, code=2))
+    CASES.append(
+        Case(
+            f"config-{id}",
+            ["validate", "--config", "{f}", "--lab", REAL_LAB, S1],
+            {"config.yaml": text},
+            ("{f}",) + expect,
+            line_has=line_has,
+            line=line,
+            code=2,
+        )
+    )
 
 
 def cfg_sub(id, old, new, *expect, line_has=None):
@@ -306,8 +500,12 @@ def cfg_sub(id, old, new, *expect, line_has=None):
 cfg_sub("testbed-unknown", "testbed: sim", "testbed: vmware", "field testbed", line_has="testbed:")
 cfg_sub("testbed-list", "testbed: sim", "testbed: [sim]", "field testbed", line_has="testbed:")
 for key in ("testbed", "studies", "seed"):
-    cfg(f"missing-{key}", yaml.safe_dump({k: v for k, v in yaml.safe_load(CONFIG).items() if k != key}),
-        "field (top level)", f"'{key}' is a required property")
+    cfg(
+        f"missing-{key}",
+        yaml.safe_dump({k: v for k, v in yaml.safe_load(CONFIG).items() if k != key}),
+        "field (top level)",
+        f"'{key}' is a required property",
+    )
 cfg_sub("seed-negative", "seed: 20261121", "seed: -1", "field seed", line_has="seed:")
 cfg_sub("seed-too-big", "seed: 20261121", "seed: 4294967296", "field seed", line_has="seed:")
 cfg_sub("seed-string", "seed: 20261121", "seed: abc", "field seed", line_has="seed:")
@@ -315,37 +513,60 @@ cfg_sub("seed-float", "seed: 20261121", "seed: 1.5", "field seed", line_has="see
 cfg_sub("seed-nan", "seed: 20261121", "seed: .nan", "not a finite number", line_has="seed:")
 cfg_sub("studies-empty", "studies: [s0, s1, s2, s2native, s3, s4]", "studies: []", "field studies")
 cfg_sub("studies-repeated", "studies: [s0, s1,", "studies: [s0, s0, s1,", "field studies")
-cfg_sub("studies-unknown", "studies: [s0,", "studies: [nosuch, s0,", "field studies.0", "no study file",
-        line_has="studies:")
+cfg_sub(
+    "studies-unknown", "studies: [s0,", "studies: [nosuch, s0,", "field studies.0", "no study file", line_has="studies:"
+)
 cfg_sub("studies-uppercase", "studies: [s0,", "studies: [S0,", "field studies.0")
 cfg_sub("studies-path", "studies: [s0,", 'studies: ["../config", s0,', "field studies.0", "not allowed")
 cfg_sub("studies-string", "studies: [s0, s1, s2, s2native, s3, s4]", "studies: s0", "field studies")
 cfg_sub("testbeds-unknown", "testbeds: [sim, qemu]", "testbeds: [sim, vmware]", "field testbeds.1")
 cfg_sub("testbeds-repeated", "testbeds: [sim, qemu]", "testbeds: [sim, sim]", "field testbeds")
 cfg_sub("measure-unknown", "testbeds: [sim, qemu]", "testbeds: [sim, qemu]\nmeasure: [cloud]", "field measure.0")
-cfg_sub("unknown-key", "data_dir: data", "data_dir: data\ndatadir: x", "field datadir", "unknown field",
-        line_has="datadir")
+cfg_sub(
+    "unknown-key", "data_dir: data", "data_dir: data\ndatadir: x", "field datadir", "unknown field", line_has="datadir"
+)
 cfg_sub("data-dir-shell", "data_dir: data", 'data_dir: "data;rm -rf ~"', "field data_dir", "not allowed")
 cfg_sub("data-dir-newline", "data_dir: data", 'data_dir: "data\\n"', "field data_dir", "not allowed")
 cfg_sub("paper-dir-space", "paper_dir: paper", 'paper_dir: "my paper"', "field paper_dir")
 cfg_sub("lab-host-shell", "data_dir: data", 'data_dir: data\nlab_host: "x;reboot"', "field lab_host")
 cfg_sub("studies-dir-dollar", "data_dir: data", 'data_dir: data\nstudies_dir: "$HOME"', "field studies_dir")
 cfg_sub("dup-seed", "seed: 20261121", "seed: 20261121\nseed: 1", "duplicate key 'seed'", line_has="seed: 1")
-cfg_sub("dup-testbed", "testbed: sim ", "testbed: sim\ntestbed: qemu\n#", "duplicate key 'testbed'",
-        line_has="testbed: qemu")
+cfg_sub(
+    "dup-testbed",
+    "testbed: sim ",
+    "testbed: sim\ntestbed: qemu\n#",
+    "duplicate key 'testbed'",
+    line_has="testbed: qemu",
+)
 cfg_sub("dup-studies", "data_dir: data", "data_dir: data\nstudies: [s1]", "duplicate key 'studies'")
 cfg("non-utf8", CONFIG.encode().replace(b"# Top-level", b"# Top\xfflevel", 1), "not UTF-8 text")
 cfg("empty", "", "empty configuration file", line=False)
 cfg_sub("yaml-error", "testbeds: [sim, qemu]", "testbeds: [sim, qemu", "not valid YAML")
 cfg("top-level-list", "- testbed: sim\n", "field (top level)")
-CASES.append(Case("config-missing-file", ["validate", "--config", "{tmp}/nope.yaml", "--lab", REAL_LAB, S1], {},
-                  ("{tmp}/nope.yaml", "cannot read"), code=2))
+CASES.append(
+    Case(
+        "config-missing-file",
+        ["validate", "--config", "{tmp}/nope.yaml", "--lab", REAL_LAB, S1],
+        {},
+        ("{tmp}/nope.yaml", "cannot read"),
+        code=2,
+    )
+)
 
 
 # --------------------------------------------------------------------------- lab inventory
 def lab(id, text, *expect, line_has=None, line=True):
-    CASES.append(Case(f"lab-{id}", ["validate", "--config", REAL_CONFIG, "--lab", "{f}", S1],
-                      {"lab.yaml": text}, ("{f}",) + expect, line_has=line_has, line=line, code=2))
+    CASES.append(
+        Case(
+            f"lab-{id}",
+            ["validate", "--config", REAL_CONFIG, "--lab", "{f}", S1],
+            {"lab.yaml": text},
+            ("{f}",) + expect,
+            line_has=line_has,
+            line=line,
+            code=2,
+        )
+    )
 
 
 def lab_sub(id, old, new, *expect, line_has=None):
@@ -354,16 +575,32 @@ def lab_sub(id, old, new, *expect, line_has=None):
 
 lab_sub("version-2", "version: 1", "version: 2", "field version", line_has="version:")
 lab_sub("no-version", "version: 1\n", "", "'version' is a required property")
-lab("no-hosts", yaml.safe_dump({k: v for k, v in yaml.safe_load(LAB).items() if k not in ("hosts", "pools")}),
-    "field (top level)", "'hosts' is a required property")
+lab(
+    "no-hosts",
+    yaml.safe_dump({k: v for k, v in yaml.safe_load(LAB).items() if k not in ("hosts", "pools")}),
+    "field (top level)",
+    "'hosts' is a required property",
+)
 lab_sub("host-name-uppercase", "  xen1:\n", "  Xen1:\n", "field hosts", "not allowed")
 lab_sub("host-name-shell", "  xen1:\n", '  "xen1;id":\n', "field hosts", "not allowed")
-lab_sub("address-shell", "address: 10.0.0.11}", 'address: "10.0.0.11;reboot"}', "field hosts.xen1.ssh.address",
-        "not allowed", line_has="10.0.0.11;reboot")
-lab_sub("address-newline", "address: 10.0.0.11}", 'address: "10.0.0.11\\n"}', "field hosts.xen1.ssh.address",
-        "not allowed")
-lab_sub("address-option", "address: 10.0.0.11}", 'address: "-oProxyCommand=id"}', "field hosts.xen1.ssh.address",
-        "not allowed")
+lab_sub(
+    "address-shell",
+    "address: 10.0.0.11}",
+    'address: "10.0.0.11;reboot"}',
+    "field hosts.xen1.ssh.address",
+    "not allowed",
+    line_has="10.0.0.11;reboot",
+)
+lab_sub(
+    "address-newline", "address: 10.0.0.11}", 'address: "10.0.0.11\\n"}', "field hosts.xen1.ssh.address", "not allowed"
+)
+lab_sub(
+    "address-option",
+    "address: 10.0.0.11}",
+    'address: "-oProxyCommand=id"}',
+    "field hosts.xen1.ssh.address",
+    "not allowed",
+)
 lab_sub("address-space", "address: 10.0.0.11}", 'address: "10.0.0.11 -v"}', "field hosts.xen1.ssh.address")
 lab_sub("user-newline", "ssh: {user: root,", 'ssh: {user: "root\\n",', "field defaults.ssh.user", "not allowed")
 lab_sub("user-option", "ssh: {user: root,", 'ssh: {user: "-oX=y",', "field defaults.ssh.user", "not allowed")
@@ -371,70 +608,165 @@ lab_sub("user-uppercase", "ssh: {user: root,", "ssh: {user: Root,", "field defau
 lab_sub("port-zero", "port: 2222}", "port: 0}", "field hosts.xen2.ssh.port", line_has="port: 0")
 lab_sub("port-too-big", "port: 2222}", "port: 70000}", "field hosts.xen2.ssh.port")
 lab_sub("port-string", "port: 2222}", 'port: "22"}', "field hosts.xen2.ssh.port")
-lab_sub("no-key", "ssh: {user: root, key: {path: /etc/schedlab/id_ed25519}, ", "ssh: {user: root, ",
-        "field hosts.xen1.ssh", "no key")
+lab_sub(
+    "no-key",
+    "ssh: {user: root, key: {path: /etc/schedlab/id_ed25519}, ",
+    "ssh: {user: root, ",
+    "field hosts.xen1.ssh",
+    "no key",
+)
 lab_sub("key-relative", "key: {path: /etc/schedlab/id_ed25519}", "key: {path: etc/id}", "field defaults.ssh.key.path")
-lab_sub("key-dotdot", "key: {path: /etc/schedlab/id_ed25519}", "key: {path: /etc/../root/id}",
-        "field defaults.ssh.key.path", "not allowed", "no '..'")
-lab_sub("key-two-sources", "key: {path: /etc/schedlab/id_ed25519}", "key: {path: /etc/id, env: KEY}",
-        "field defaults.ssh.key")
+lab_sub(
+    "key-dotdot",
+    "key: {path: /etc/schedlab/id_ed25519}",
+    "key: {path: /etc/../root/id}",
+    "field defaults.ssh.key.path",
+    "not allowed",
+    "no '..'",
+)
+lab_sub(
+    "key-two-sources",
+    "key: {path: /etc/schedlab/id_ed25519}",
+    "key: {path: /etc/id, env: KEY}",
+    "field defaults.ssh.key",
+)
 lab_sub("key-env-lowercase", "key: {path: /etc/schedlab/id_ed25519}", "key: {env: key}", "field defaults.ssh.key.env")
-lab_sub("password-plain", "password: {env: XEN1_BMC_PASSWORD}", "password: hunter2", "field hosts.xen1.bmc.password",
-        "is not of type 'object'", line_has="hunter2")
-lab_sub("password-in-repo", "password: {env: XEN1_BMC_PASSWORD}", f"password: {{file: {ROOT}/bmc.pass}}",
-        "field hosts.xen1.bmc.password.file", "inside the repository")
-lab_sub("bmc-privilege", "user: admin, password:", "user: admin, privilege: ROOT, password:",
-        "field hosts.xen1.bmc.privilege")
+lab_sub(
+    "password-plain",
+    "password: {env: XEN1_BMC_PASSWORD}",
+    "password: hunter2",
+    "field hosts.xen1.bmc.password",
+    "is not of type 'object'",
+    line_has="hunter2",
+)
+lab_sub(
+    "password-in-repo",
+    "password: {env: XEN1_BMC_PASSWORD}",
+    f"password: {{file: {ROOT}/bmc.pass}}",
+    "field hosts.xen1.bmc.password.file",
+    "inside the repository",
+)
+lab_sub(
+    "bmc-privilege",
+    "user: admin, password:",
+    "user: admin, privilege: ROOT, password:",
+    "field hosts.xen1.bmc.privilege",
+)
 lab_sub("bmc-user-shell", "user: admin, password:", 'user: "admin$(id)", password:', "field hosts.xen1.bmc.user")
-lab_sub("bmc-timeout-zero", "user: admin, password:", "user: admin, timeout_s: 0, password:",
-        "field hosts.xen1.bmc.timeout_s")
-lab_sub("pool-unknown-host", "rack: [xen1, xen2]", "rack: [xen1, xen3]", "field pools.rack.1", "no host named 'xen3'",
-        line_has="rack:")
-lab_sub("pool-named-like-host", "rack: [xen1, xen2]", "rack: [xen1]\n  xen2: [xen1]", "field pools.xen2",
-        "has the name of a host")
-lab_sub("bmc-cycle-no-bmc", "port: 2222}", "port: 2222}\n    boot: {reboot: [bmc-cycle]}",
-        "field hosts.xen2.boot.reboot", "needs a bmc section")
-lab_sub("console-password-no-bmc", "port: 2222}", "port: 2222}\n    console: {argv: [cat], bmc_password: true}",
-        "field hosts.xen2.console.bmc_password", "needs a bmc section")
-lab_sub("topology-missing", "    topology: {sockets: 1, cores_per_socket: 4, threads_per_core: 1, numa_nodes: 1}\n", "",
-        "field hosts.xen2", "'topology' is a required property")
+lab_sub(
+    "bmc-timeout-zero",
+    "user: admin, password:",
+    "user: admin, timeout_s: 0, password:",
+    "field hosts.xen1.bmc.timeout_s",
+)
+lab_sub(
+    "pool-unknown-host",
+    "rack: [xen1, xen2]",
+    "rack: [xen1, xen3]",
+    "field pools.rack.1",
+    "no host named 'xen3'",
+    line_has="rack:",
+)
+lab_sub(
+    "pool-named-like-host",
+    "rack: [xen1, xen2]",
+    "rack: [xen1]\n  xen2: [xen1]",
+    "field pools.xen2",
+    "has the name of a host",
+)
+lab_sub(
+    "bmc-cycle-no-bmc",
+    "port: 2222}",
+    "port: 2222}\n    boot: {reboot: [bmc-cycle]}",
+    "field hosts.xen2.boot.reboot",
+    "needs a bmc section",
+)
+lab_sub(
+    "console-password-no-bmc",
+    "port: 2222}",
+    "port: 2222}\n    console: {argv: [cat], bmc_password: true}",
+    "field hosts.xen2.console.bmc_password",
+    "needs a bmc section",
+)
+lab_sub(
+    "topology-missing",
+    "    topology: {sockets: 1, cores_per_socket: 4, threads_per_core: 1, numa_nodes: 1}\n",
+    "",
+    "field hosts.xen2",
+    "'topology' is a required property",
+)
 lab_sub("topology-zero", "sockets: 1,", "sockets: 0,", "field hosts.xen2.topology.sockets")
 lab_sub("topology-float", "sockets: 1,", "sockets: 1.5,", "field hosts.xen2.topology.sockets")
-lab_sub("cmdline-shell", 'dom0_cmdline: "root=/dev/sda1 ro"', 'dom0_cmdline: "root=/dev/sda1; reboot"',
-        "field hosts.xen1.boot.dom0_cmdline")
-lab_sub("reboot-arg-space", "reboot: [systemctl, reboot]", 'reboot: ["systemctl reboot"]',
-        "field hosts.xen1.boot.reboot.0")
+lab_sub(
+    "cmdline-shell",
+    'dom0_cmdline: "root=/dev/sda1 ro"',
+    'dom0_cmdline: "root=/dev/sda1; reboot"',
+    "field hosts.xen1.boot.dom0_cmdline",
+)
+lab_sub(
+    "reboot-arg-space", "reboot: [systemctl, reboot]", 'reboot: ["systemctl reboot"]', "field hosts.xen1.boot.reboot.0"
+)
 lab_sub("reboot-empty", "reboot: [systemctl, reboot]", "reboot: []", "field hosts.xen1.boot.reboot")
 lab_sub("timeout-negative", "timeouts: {boot_s: 600}", "timeouts: {boot_s: -1}", "field hosts.xen1.timeouts.boot_s")
-lab_sub("timeout-inf", "timeouts: {boot_s: 600}", "timeouts: {boot_s: .inf}", "not a finite number",
-        line_has="boot_s")
+lab_sub("timeout-inf", "timeouts: {boot_s: 600}", "timeouts: {boot_s: .inf}", "not a finite number", line_has="boot_s")
 lab_sub("timeout-unknown", "timeouts: {boot_s: 600}", "timeouts: {boots: 600}", "field hosts.xen1.timeouts.boots")
 lab_sub("state-dir-dotdot", "state_dir: lab", "state_dir: ../../etc", "field state_dir")
 lab_sub("unknown-top", "version: 1", "version: 1\nracks: 2", "field racks", "unknown field", line_has="racks")
-lab_sub("dup-host", "pools:\n", "  xen1:\n    ssh: {address: 10.0.0.99}\npools:\n", "duplicate key 'xen1'",
-        line_has="xen1:")
+lab_sub(
+    "dup-host", "pools:\n", "  xen1:\n    ssh: {address: 10.0.0.99}\npools:\n", "duplicate key 'xen1'", line_has="xen1:"
+)
 lab_sub("dup-address", "address: 10.0.0.11}", "address: 10.0.0.11, address: 10.0.0.12}", "duplicate key 'address'")
-lab_sub("dup-pools", "pools:\n  rack: [xen1, xen2]", "pools:\n  rack: [xen1, xen2]\n  rack: [xen1]",
-        "duplicate key 'rack'", line_has="rack: [xen1]")
+lab_sub(
+    "dup-pools",
+    "pools:\n  rack: [xen1, xen2]",
+    "pools:\n  rack: [xen1, xen2]\n  rack: [xen1]",
+    "duplicate key 'rack'",
+    line_has="rack: [xen1]",
+)
 lab("non-utf8", LAB.encode().replace(b"version: 1", b"version: 1 # \xff", 1), "not UTF-8 text", line_has="version")
 lab("empty", "", "empty inventory", line=False)
 lab_sub("yaml-error", "rack: [xen1, xen2]", "rack: [xen1, xen2", "not valid YAML")
-CASES.append(Case("lab-run-unknown-host", ["run", "s1", "--testbed", "lab", "--host", "nosuch", *POINT,
-                                           "--out", "{tmp}/data", "--seed", "1"],
-                  {"lab.yaml": LAB}, ("{f}", "no host or pool named 'nosuch'"), code=2,
-                  env={"SCHEDLAB_LAB_INVENTORY": "{f}"}, check=lambda out, err, tmp: not (tmp / "data").exists()))
-CASES.append(Case("lab-run-bad-inventory", ["run", "s1", "--testbed", "lab", "--host", "xen1", *POINT,
-                                            "--out", "{tmp}/data", "--seed", "1"],
-                  {"lab.yaml": sub(LAB, "pools:\n", "  xen2:\n    ssh: {address: x}\npools:\n")},
-                  ("{f}:", "duplicate key 'xen2'"), code=2,
-                  env={"SCHEDLAB_LAB_INVENTORY": "{f}"}))
-CASES.append(Case("lab-run-study-missing-inventory", ["run-study", "s1", "--testbed", "lab", "--host", "xen1",
-                                                      "--out", "{tmp}/data", "--seed", "1"],
-                  {}, ("{tmp}/missing.yaml", "cannot read"), code=2,
-                  env={"SCHEDLAB_LAB_INVENTORY": "{tmp}/missing.yaml"}))
-CASES.append(Case("lab-validate-env-inventory", ["validate", "--config", REAL_CONFIG, S1],
-                  {"lab.yaml": sub(LAB, "version: 1", "version: 1\nversion: 1")}, ("{f}:", "duplicate key 'version'"),
-                  code=2, env={"SCHEDLAB_LAB_INVENTORY": "{f}"}))
+CASES.append(
+    Case(
+        "lab-run-unknown-host",
+        ["run", "s1", "--testbed", "lab", "--host", "nosuch", *POINT, "--out", "{tmp}/data", "--seed", "1"],
+        {"lab.yaml": LAB},
+        ("{f}", "no host or pool named 'nosuch'"),
+        code=2,
+        env={"SCHEDLAB_LAB_INVENTORY": "{f}"},
+        check=lambda out, err, tmp: not (tmp / "data").exists(),
+    )
+)
+CASES.append(
+    Case(
+        "lab-run-bad-inventory",
+        ["run", "s1", "--testbed", "lab", "--host", "xen1", *POINT, "--out", "{tmp}/data", "--seed", "1"],
+        {"lab.yaml": sub(LAB, "pools:\n", "  xen2:\n    ssh: {address: x}\npools:\n")},
+        ("{f}:", "duplicate key 'xen2'"),
+        code=2,
+        env={"SCHEDLAB_LAB_INVENTORY": "{f}"},
+    )
+)
+CASES.append(
+    Case(
+        "lab-run-study-missing-inventory",
+        ["run-study", "s1", "--testbed", "lab", "--host", "xen1", "--out", "{tmp}/data", "--seed", "1"],
+        {},
+        ("{tmp}/missing.yaml", "cannot read"),
+        code=2,
+        env={"SCHEDLAB_LAB_INVENTORY": "{tmp}/missing.yaml"},
+    )
+)
+CASES.append(
+    Case(
+        "lab-validate-env-inventory",
+        ["validate", "--config", REAL_CONFIG, S1],
+        {"lab.yaml": sub(LAB, "version: 1", "version: 1\nversion: 1")},
+        ("{f}:", "duplicate key 'version'"),
+        code=2,
+        env={"SCHEDLAB_LAB_INVENTORY": "{f}"},
+    )
+)
 
 
 # --------------------------------------------------------------------------- command line
@@ -444,50 +776,117 @@ def cli_case(id, argv, *expect, code=2, **kw):
 
 RUN = ["run", "s1", "--out", "{tmp}/data", "--seed", "1"]
 for bad in ("abc", "-1", "0", "1001", "1.5", "", " 3", "1_0", "0x10", "1e3"):
-    cli_case(f"reps-{bad or 'empty'}", [*RUN, *POINT, "--reps", bad], "argument --reps",
-             check=lambda out, err, tmp: not (tmp / "data").exists())
-for cmd, extra in (("run", POINT), ("plan", []), ("run-study", ["--testbed", "sim"]),
-                   ("dataset", ["--testbed", "sim", "--manifest", "{tmp}/m.json"])):
+    cli_case(
+        f"reps-{bad or 'empty'}",
+        [*RUN, *POINT, "--reps", bad],
+        "argument --reps",
+        check=lambda out, err, tmp: not (tmp / "data").exists(),
+    )
+for cmd, extra in (
+    ("run", POINT),
+    ("plan", []),
+    ("run-study", ["--testbed", "sim"]),
+    ("dataset", ["--testbed", "sim", "--manifest", "{tmp}/m.json"]),
+):
     for bad in ("-1", "4294967296", "abc", "1.0", ""):
         cli_case(f"{cmd}-seed-{bad or 'empty'}", [cmd, "s1", *extra, "--seed", bad], "argument --seed")
-for bad, what in (("mode", "expected AXIS=VALUE"), ("=alone", "expected AXIS=VALUE"), ("mode:alone", "expected AXIS=VALUE"),
-                  ("mode=", "is not a value of axis mode"), ("nosuch=1", "expected AXIS=VALUE"),
-                  ("mode=sometimes", "'sometimes' is not a value of axis mode"), ("mode=ALONE", "not a value"),
-                  ("mode= alone", "not a value"), ("", "expected AXIS=VALUE")):
+for bad, what in (
+    ("mode", "expected AXIS=VALUE"),
+    ("=alone", "expected AXIS=VALUE"),
+    ("mode:alone", "expected AXIS=VALUE"),
+    ("mode=", "is not a value of axis mode"),
+    ("nosuch=1", "expected AXIS=VALUE"),
+    ("mode=sometimes", "'sometimes' is not a value of axis mode"),
+    ("mode=ALONE", "not a value"),
+    ("mode= alone", "not a value"),
+    ("", "expected AXIS=VALUE"),
+):
     cli_case(f"point-{bad or 'empty'}", [*RUN, "--variant", "bug", "--point", bad], "--point", what)
 cli_case("point-missing", [*RUN, "--variant", "bug"], "--point", "missing value for axis mode")
-cli_case("point-twice", [*RUN, "--variant", "bug", "--point", "mode=alone", "--point", "mode=corun"],
-         "--point 'mode=corun'", "given twice")
-cli_case("point-s0-float", ["run", "s0", "--out", "{tmp}/data", "--seed", "1", "--variant", "base", "--point",
-                            "vms=1.0"], "--point", "not a value of axis vms")
-for name, what in (("nosuch", "no such study 'nosuch'"), ("../config", "no such study"), ("S1", "no such study"),
-                   ("s1;id", "no such study"), ("", "no such study")):
+cli_case(
+    "point-twice",
+    [*RUN, "--variant", "bug", "--point", "mode=alone", "--point", "mode=corun"],
+    "--point 'mode=corun'",
+    "given twice",
+)
+cli_case(
+    "point-s0-float",
+    ["run", "s0", "--out", "{tmp}/data", "--seed", "1", "--variant", "base", "--point", "vms=1.0"],
+    "--point",
+    "not a value of axis vms",
+)
+for name, what in (
+    ("nosuch", "no such study 'nosuch'"),
+    ("../config", "no such study"),
+    ("S1", "no such study"),
+    ("s1;id", "no such study"),
+    ("", "no such study"),
+):
     cli_case(f"study-{name or 'empty'}", [*RUN[:1], name, *RUN[2:], *POINT], "config/studies/", what)
 cli_case("study-missing-path", [*RUN[:1], "{tmp}/nope.yaml", *RUN[2:], *POINT], "{tmp}/nope.yaml", "cannot read")
 for v in ("nosuch", "Bug", "", "bug;id"):
-    cli_case(f"variant-{v or 'empty'}", [*RUN, "--variant", v, "--point", "mode=alone"], "config/studies/s1.yaml",
-             "field variants", f"unknown variant {v!r}")
+    cli_case(
+        f"variant-{v or 'empty'}",
+        [*RUN, "--variant", v, "--point", "mode=alone"],
+        "config/studies/s1.yaml",
+        "field variants",
+        f"unknown variant {v!r}",
+    )
 for tb in ("vmware", "SIM", ""):
     cli_case(f"testbed-{tb or 'empty'}", [*RUN, *POINT, "--testbed", tb], "argument --testbed", "invalid choice")
-cli_case("testbed-not-in-study", ["run", "s2native", "--testbed", "sim", "--variant", "x", "--point", "a=1",
-                                  "--out", "{tmp}/data"], "config/studies/s2native.yaml", "field testbeds.sim")
-cli_case("plan-testbed-not-in-study", ["plan", "s2native", "--testbed", "sim", "--seed", "1"],
-         "config/studies/s2native.yaml", "field testbeds.sim")
-for cmd, extra in (("run", POINT), ("run-study", ["--testbed", "sim"]),
-                   ("dataset", ["--testbed", "sim", "--manifest", "{tmp}/m.json"])):
-    cli_case(f"{cmd}-out-file", [cmd, "s1", *extra, "--seed", "1", "--out", "{tmp}/f"], "--out {tmp}/f",
-             "not a directory", files={"f": "a regular file\n"},
-             check=lambda out, err, tmp: (tmp / "f").read_text() == "a regular file\n")
-cli_case("run-out-under-file", [*RUN[:2], "--seed", "1", *POINT, "--out", "{tmp}/f/data"], "{tmp}/f",
-         "not a directory", files={"f": "x"})
+cli_case(
+    "testbed-not-in-study",
+    ["run", "s2native", "--testbed", "sim", "--variant", "x", "--point", "a=1", "--out", "{tmp}/data"],
+    "config/studies/s2native.yaml",
+    "field testbeds.sim",
+)
+cli_case(
+    "plan-testbed-not-in-study",
+    ["plan", "s2native", "--testbed", "sim", "--seed", "1"],
+    "config/studies/s2native.yaml",
+    "field testbeds.sim",
+)
+for cmd, extra in (
+    ("run", POINT),
+    ("run-study", ["--testbed", "sim"]),
+    ("dataset", ["--testbed", "sim", "--manifest", "{tmp}/m.json"]),
+):
+    cli_case(
+        f"{cmd}-out-file",
+        [cmd, "s1", *extra, "--seed", "1", "--out", "{tmp}/f"],
+        "--out {tmp}/f",
+        "not a directory",
+        files={"f": "a regular file\n"},
+        check=lambda out, err, tmp: (tmp / "f").read_text() == "a regular file\n",
+    )
+cli_case(
+    "run-out-under-file",
+    [*RUN[:2], "--seed", "1", *POINT, "--out", "{tmp}/f/data"],
+    "{tmp}/f",
+    "not a directory",
+    files={"f": "x"},
+)
 for tb in ("sim", "qemu"):
-    cli_case(f"host-with-{tb}", [*RUN, *POINT, "--testbed", tb, "--host", "vhost0"], "--host vhost0",
-             f"the {tb} testbed has no hosts")
-    cli_case(f"run-study-host-with-{tb}", ["run-study", "s1", "--testbed", tb, "--host", "x", "--out", "{tmp}/data",
-                                           "--seed", "1"], "--host x", "has no hosts")
+    cli_case(
+        f"host-with-{tb}",
+        [*RUN, *POINT, "--testbed", tb, "--host", "vhost0"],
+        "--host vhost0",
+        f"the {tb} testbed has no hosts",
+    )
+    cli_case(
+        f"run-study-host-with-{tb}",
+        ["run-study", "s1", "--testbed", tb, "--host", "x", "--out", "{tmp}/data", "--seed", "1"],
+        "--host x",
+        "has no hosts",
+    )
 cli_case("host-empty", [*RUN, *POINT, "--testbed", "lab", "--host", ""], "--host", "empty name")
-cli_case("host-unknown", [*RUN, *POINT, "--testbed", "lab", "--host", "nosuch"], "config/lab.yaml",
-         "no host or pool named 'nosuch'", env={"SCHEDLAB_LAB_INVENTORY": REAL_LAB})
+cli_case(
+    "host-unknown",
+    [*RUN, *POINT, "--testbed", "lab", "--host", "nosuch"],
+    "config/lab.yaml",
+    "no host or pool named 'nosuch'",
+    env={"SCHEDLAB_LAB_INVENTORY": REAL_LAB},
+)
 cli_case("no-variant", [*RUN, "--point", "mode=alone"], "--variant")
 cli_case("no-study", ["run", "--variant", "bug"], "study")
 cli_case("no-command", [], "cmd")
@@ -497,31 +896,81 @@ cli_case("run-study-no-testbed", ["run-study", "s1"], "--testbed")
 cli_case("dataset-no-manifest", ["dataset", "s1", "--testbed", "sim"], "--manifest")
 cli_case("trace-bad-cell", ["trace", "s0-sim", "a,b", "--paper-dir", "{tmp}"], "cell 'a,b'", "ROW,COL")
 cli_case("trace-unknown-table", ["trace", "nosuch", "--paper-dir", "{tmp}"], "no table 'nosuch'", code=1)
-cli_case("validate-missing-study", ["validate", "--config", REAL_CONFIG, "--lab", REAL_LAB, "{tmp}/s9.yaml"],
-         "{tmp}/s9.yaml", "cannot read")
+cli_case(
+    "validate-missing-study",
+    ["validate", "--config", REAL_CONFIG, "--lab", REAL_LAB, "{tmp}/s9.yaml"],
+    "{tmp}/s9.yaml",
+    "cannot read",
+)
 cli_case("verify-missing-dir", ["verify", "{tmp}/nodata"], "{tmp}/nodata/raw", "no raw data folder", code=1)
 
 # a full disk: the store raises RecordError (or an OSError gets through): one line, exit 1
-cli_case("disk-full-record-error", [*RUN, *POINT, "--reps", "1"], "{tmp}/data", "No space left on device", code=1,
-         how="stub-run:record-error")
-cli_case("disk-full-store", [*RUN, *POINT, "--reps", "1"], "{tmp}/data/raw/sim/s1/", "no space left on device",
-         code=1, how="stub-run:fsync", check=lambda out, err, tmp: not any((tmp / "data/raw/sim/s1").iterdir()))
-cli_case("disk-full-oserror", [*RUN, *POINT, "--reps", "1"], "{tmp}/data", "No space left on device", "disk full",
-         code=1, how="stub-run:oserror")
-cli_case("disk-full-oserror-no-name", [*RUN, *POINT, "--reps", "1"], "--out {tmp}/data", "disk full", code=1,
-         how="stub-run:oserror-no-name")
-cli_case("disk-full-stdout", ["plan", "s1", "--seed", "1"], "standard output", "disk full", code=1,
-         how="subprocess:/dev/full")
-cli_case("disk-full-ministat-stdout", ["ministat", "{f}"], "standard output", "No space left", code=1,
-         how="subprocess:/dev/full", files={"a": "1\n2\n3\n"})
+cli_case(
+    "disk-full-record-error",
+    [*RUN, *POINT, "--reps", "1"],
+    "{tmp}/data",
+    "No space left on device",
+    code=1,
+    how="stub-run:record-error",
+)
+cli_case(
+    "disk-full-store",
+    [*RUN, *POINT, "--reps", "1"],
+    "{tmp}/data/raw/sim/s1/",
+    "no space left on device",
+    code=1,
+    how="stub-run:fsync",
+    check=lambda out, err, tmp: not any((tmp / "data/raw/sim/s1").iterdir()),
+)
+cli_case(
+    "disk-full-oserror",
+    [*RUN, *POINT, "--reps", "1"],
+    "{tmp}/data",
+    "No space left on device",
+    "disk full",
+    code=1,
+    how="stub-run:oserror",
+)
+cli_case(
+    "disk-full-oserror-no-name",
+    [*RUN, *POINT, "--reps", "1"],
+    "--out {tmp}/data",
+    "disk full",
+    code=1,
+    how="stub-run:oserror-no-name",
+)
+cli_case(
+    "disk-full-stdout",
+    ["plan", "s1", "--seed", "1"],
+    "standard output",
+    "disk full",
+    code=1,
+    how="subprocess:/dev/full",
+)
+cli_case(
+    "disk-full-ministat-stdout",
+    ["ministat", "{f}"],
+    "standard output",
+    "No space left",
+    code=1,
+    how="subprocess:/dev/full",
+    files={"a": "1\n2\n3\n"},
+)
 
 # the installed command, like a person runs it
-for c in [Case("sub-reps", [*RUN, *POINT, "--reps", "0"], expect=("argument --reps", "1..1000"), code=2),
-          Case("sub-unknown-study", ["plan", "nosuch"], expect=("no such study 'nosuch'",), code=2),
-          Case("sub-dup-key", ["validate", "--config", REAL_CONFIG, "--lab", REAL_LAB, "{f}"],
-               {"s1.yaml": sub(STUDY, "runs: 10", "runs: 10\nruns: 3")}, ("{f}:", "duplicate key 'runs'"), code=2),
-          Case("sub-host-with-sim", [*RUN, *POINT, "--host", "x"], expect=("has no hosts",), code=2),
-          Case("sub-out-file", [*RUN, *POINT, "--out", "{f}"], {"f": "x"}, ("not a directory",), code=2)]:
+for c in [
+    Case("sub-reps", [*RUN, *POINT, "--reps", "0"], expect=("argument --reps", "1..1000"), code=2),
+    Case("sub-unknown-study", ["plan", "nosuch"], expect=("no such study 'nosuch'",), code=2),
+    Case(
+        "sub-dup-key",
+        ["validate", "--config", REAL_CONFIG, "--lab", REAL_LAB, "{f}"],
+        {"s1.yaml": sub(STUDY, "runs: 10", "runs: 10\nruns: 3")},
+        ("{f}:", "duplicate key 'runs'"),
+        code=2,
+    ),
+    Case("sub-host-with-sim", [*RUN, *POINT, "--host", "x"], expect=("has no hosts",), code=2),
+    Case("sub-out-file", [*RUN, *POINT, "--out", "{f}"], {"f": "x"}, ("not a directory",), code=2),
+]:
     c.how = "subprocess"
     CASES.append(c)
 
@@ -549,29 +998,60 @@ mini("missing-file", ["{tmp}/nope"], "Cannot open {tmp}/nope", code=1)
 mini("flavor-unknown", ["--flavor", "bsd", "{f}"], "--flavor", files=GOOD3)
 mini("width-1", ["-w", "1", "{f}"], "cannot plot", "undefined", files=GOOD3)
 mini("infinite-value", ["{f}"], "cannot plot", files={"a": "1\n2\ninf\n"})
-for id, args, first in (("opt-unknown", ["-x"], "invalid option -- 'x'"), ("column-zero", ["-C", "0"], "Column number"),
-                        ("column-word", ["-C", "x"], "Invalid column number."),
-                        ("confidence-42", ["-c", "42"], "No support for confidence level"),
-                        ("confidence-word", ["-c", "x"], "Not a floating point number"),
-                        ("delimiter-empty", ["-d", ""], "Can't use empty delimiter string"),
-                        ("width-negative", ["-w", "-1"], "Unable to move beyond left margin."),
-                        ("width-word", ["-w", "x"], "Invalid width, not a number."),
-                        ("width-missing", ["-w"], "option requires an argument -- 'w'")):
+for id, args, first in (
+    ("opt-unknown", ["-x"], "invalid option -- 'x'"),
+    ("column-zero", ["-C", "0"], "Column number"),
+    ("column-word", ["-C", "x"], "Invalid column number."),
+    ("confidence-42", ["-c", "42"], "No support for confidence level"),
+    ("confidence-word", ["-c", "x"], "Not a floating point number"),
+    ("delimiter-empty", ["-d", ""], "Can't use empty delimiter string"),
+    ("width-negative", ["-w", "-1"], "Unable to move beyond left margin."),
+    ("width-word", ["-w", "x"], "Invalid width, not a number."),
+    ("width-missing", ["-w"], "option requires an argument -- 'w'"),
+):
     mini(f"usage-{id}", [*args, "{f}"] if args != ["-w"] else args, first, files=GOOD3, accept=USAGE)
 mini("usage-too-many-datasets", ["{f}"] * 8, "Too many datasets.", files=GOOD3, accept=USAGE)
 for cols in ("-5", "-100000000000", "4294967290"):
-    mini(f"columns{cols}", ["{f}"], f"COLUMNS={cols}", "negative plot width", files=GOOD3, how="ministat-tty",
-         env={"COLUMNS": cols})
+    mini(
+        f"columns{cols}",
+        ["{f}"],
+        f"COLUMNS={cols}",
+        "negative plot width",
+        files=GOOD3,
+        how="ministat-tty",
+        env={"COLUMNS": cols},
+    )
 for cols in ("abc", "0"):
-    mini(f"columns-{cols}", ["{f}"], files=GOOD3, how="ministat-tty", env={"COLUMNS": cols}, code=0,
-         accept="byte-exact C ministat: atoi($COLUMNS) is 0, the empty `-w 0` frame is printed (exit 0)",
-         check=lambda out, err, tmp: b"++\n||\n" in out)
-mini("columns-negative-with-w", ["-w", "30", "{f}"], files=GOOD3, how="ministat-tty", env={"COLUMNS": "-5"}, code=0,
-     accept="-w overrides $COLUMNS, as in C ministat: nothing is plotted at the negative width",
-     check=lambda out, err, tmp: b"+" + b"-" * 30 + b"+" in out)
-mini("columns-negative-with-n", ["-n", "{f}"], files=GOOD3, how="ministat-tty", env={"COLUMNS": "-5"}, code=0,
-     accept="-n plots nothing, as in C ministat: the negative width is never used",
-     check=lambda out, err, tmp: b"Stddev" in out)
+    mini(
+        f"columns-{cols}",
+        ["{f}"],
+        files=GOOD3,
+        how="ministat-tty",
+        env={"COLUMNS": cols},
+        code=0,
+        accept="byte-exact C ministat: atoi($COLUMNS) is 0, the empty `-w 0` frame is printed (exit 0)",
+        check=lambda out, err, tmp: b"++\n||\n" in out,
+    )
+mini(
+    "columns-negative-with-w",
+    ["-w", "30", "{f}"],
+    files=GOOD3,
+    how="ministat-tty",
+    env={"COLUMNS": "-5"},
+    code=0,
+    accept="-w overrides $COLUMNS, as in C ministat: nothing is plotted at the negative width",
+    check=lambda out, err, tmp: b"+" + b"-" * 30 + b"+" in out,
+)
+mini(
+    "columns-negative-with-n",
+    ["-n", "{f}"],
+    files=GOOD3,
+    how="ministat-tty",
+    env={"COLUMNS": "-5"},
+    code=0,
+    accept="-n plots nothing, as in C ministat: the negative width is never used",
+    check=lambda out, err, tmp: b"Stddev" in out,
+)
 
 
 # --------------------------------------------------------------------------- raw records
@@ -583,8 +1063,7 @@ def record(id, mutate, *expect, name=None):
     rec = json.loads(text)
     body = mutate(rec) if callable(mutate) else mutate
     path = f"data/raw/qemu/s1/{name or SHIPPED.name}"
-    CASES.append(Case(f"record-{id}", ["verify", "{tmp}/data"], {path: body},
-                      ("{tmp}/" + path,) + expect, code=1))
+    CASES.append(Case(f"record-{id}", ["verify", "{tmp}/data"], {path: body}, ("{tmp}/" + path,) + expect, code=1))
 
 
 def _set(rec, **kw):
@@ -592,10 +1071,10 @@ def _set(rec, **kw):
     return json.dumps(rec, indent=1)
 
 
-record("bad-json", "{\n \"attempt\": 1,\n", "unreadable")
+record("bad-json", '{\n "attempt": 1,\n', "unreadable")
 record("not-an-object", "[1, 2]\n", "not a JSON object")
 record("empty", "", "unreadable")
-record("non-utf8", b"{\"a\": \"\xff\"}\n", "unreadable")
+record("non-utf8", b'{"a": "\xff"}\n', "unreadable")
 record("wrong-checksum", lambda r: _set(r, metrics={k: v + 1 for k, v in r["metrics"].items()}), "checksum")
 record("missing-field", lambda r: json.dumps({k: v for k, v in r.items() if k != "seed"}), "seed")
 record("renamed", lambda r: json.dumps(r), "run_id", name="other.json")
@@ -604,6 +1083,7 @@ record("renamed", lambda r: json.dumps(r), "run_id", name="other.json")
 # --------------------------------------------------------------------------- running a case
 class _Stub:
     """A testbed that measures instantly (the disk-full cases are about the store)."""
+
     name = "sim"
 
     def describe(self):
@@ -614,6 +1094,7 @@ class _Stub:
 
     def run_once(self, study, variant, point, seed):
         from schedlab.core.testbed import RunResult
+
         return RunResult(metrics={m["name"]: 1.0 for m in study["metrics"]})
 
     def close(self):
@@ -622,18 +1103,22 @@ class _Stub:
 
 def _full_disk(kind):
     if kind == "fsync":
+
         def fsync(fd):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
         return fsync
 
     def write_record(folder, record):
         from schedlab.store import RecordError
+
         path = str(Path(folder) / f"{record['run_id']}.json")
         if kind == "record-error":
             raise RecordError(f"{path}: cannot write: No space left on device")
         if kind == "oserror":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     return write_record
 
 
@@ -650,7 +1135,7 @@ def run_case(case: Case, tmp: Path, monkeypatch, capfd):
         f = f or str(p)
     argv = [_fill(a, f, tmp) for a in case.argv]
     env = {k: _fill(v, f, tmp) for k, v in case.env.items()}
-    monkeypatch.chdir(tmp)                      # a default --out data lands here, never in the repository
+    monkeypatch.chdir(tmp)  # a default --out data lands here, never in the repository
     if "SCHEDLAB_LAB_INVENTORY" not in env:
         monkeypatch.delenv("SCHEDLAB_LAB_INVENTORY", raising=False)
     for k, v in env.items():
@@ -658,10 +1143,19 @@ def run_case(case: Case, tmp: Path, monkeypatch, capfd):
     if case.how.startswith("subprocess"):
         if case.how.endswith("/dev/full"):
             import subprocess
+
             from conftest import BIN
+
             with open("/dev/full", "w") as full:
-                r = subprocess.run([str(BIN / "schedlab"), *argv], stdout=full, stderr=subprocess.PIPE,
-                                   text=True, timeout=120, cwd=tmp, env={**os.environ, **env})
+                r = subprocess.run(
+                    [str(BIN / "schedlab"), *argv],
+                    stdout=full,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    timeout=120,
+                    cwd=tmp,
+                    env={**os.environ, **env},
+                )
             return r.returncode, b"", r.stderr, f
         r = schedlab(*argv, cwd=tmp)
         return r.returncode, r.stdout.encode(), r.stderr, f
@@ -671,14 +1165,15 @@ def run_case(case: Case, tmp: Path, monkeypatch, capfd):
         return code, b"".join(out), err.getvalue().decode(errors="replace"), f
     if case.how.startswith("stub-run"):
         from schedlab import store, testbeds
+
         monkeypatch.setattr(testbeds, "get", lambda name, **kw: _Stub())
-        if case.how.endswith(":fsync"):         # the real store on a full disk
+        if case.how.endswith(":fsync"):  # the real store on a full disk
             monkeypatch.setattr(os, "fsync", _full_disk("fsync"))
         else:
             monkeypatch.setattr(store, "write_record", _full_disk(case.how.split(":", 1)[1]))
     try:
         code = cli.main(argv)
-    except SystemExit as e:                     # argparse
+    except SystemExit as e:  # argparse
         code = e.code
     out, err = capfd.readouterr()
     return code, out.encode(), err, f
@@ -691,7 +1186,7 @@ def test_bad_input(case, tmp_path, monkeypatch, capfd):
     if case.code is not None:
         assert code == case.code, (code, err)
     lines = err.splitlines()
-    if case.accept:                             # documented: see `accept` for why
+    if case.accept:  # documented: see `accept` for why
         if lines:
             assert all(_fill(s, f, tmp_path) in lines[0] for s in case.expect), err
         if case.check:

@@ -1,12 +1,12 @@
 """Bad configuration stops before any run, naming the file and the field."""
-import shutil
+
 import subprocess
 
 import pytest
 import yaml
+from conftest import BIN, ROOT, copy_workdir, schedlab
 
 from schedlab import config
-from conftest import BIN, ROOT, copy_workdir, schedlab
 
 
 def altered_study(tmp_path, name="s1", edit=None, text_edit=None):
@@ -61,6 +61,7 @@ def test_missing_field(tmp_path):
 def test_shell_metacharacters_in_names(tmp_path, bad):
     def edit(d):
         d["variants"][bad] = d["variants"].pop("bug")
+
     path = altered_study(tmp_path, edit=edit)
     with pytest.raises(config.ConfigError) as e:
         config.load_study(path)
@@ -71,6 +72,7 @@ def test_shell_metacharacters_in_names(tmp_path, bad):
 def test_shell_metacharacters_in_boot_options(tmp_path):
     def edit(d):
         d["variants"]["bug"]["xen"]["boot"] = {"sched": "credit; reboot"}
+
     path = altered_study(tmp_path, edit=edit)
     with pytest.raises(config.ConfigError, match=r"field variants\.bug\.xen\.boot\.sched"):
         config.load_study(path)
@@ -97,11 +99,14 @@ def test_snakemake_stops_on_a_bad_study_before_running(tmp_path, env_path):
     assert not (work / "data").exists()
 
 
-@pytest.mark.parametrize("old, new, want", [
-    ("runs: 10", "runs: 10\nruns: 3", r"s1\.yaml:15: not valid YAML: duplicate key 'runs' \(first on line 14\)"),
-    ("  bug:   {label", '  fixed: {label: "again"}\n  bug:   {label', r"s1\.yaml:13: .*duplicate key 'fixed'"),
-    ("mode: [alone, corun]", "mode: [alone, .nan]", r"s1\.yaml:9: .*'\.nan' is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "old, new, want",
+    [
+        ("runs: 10", "runs: 10\nruns: 3", r"s1\.yaml:15: not valid YAML: duplicate key 'runs' \(first on line 14\)"),
+        ("  bug:   {label", '  fixed: {label: "again"}\n  bug:   {label', r"s1\.yaml:13: .*duplicate key 'fixed'"),
+        ("mode: [alone, corun]", "mode: [alone, .nan]", r"s1\.yaml:9: .*'\.nan' is not a finite number"),
+    ],
+)
 def test_duplicate_keys_and_non_finite_numbers(tmp_path, old, new, want):
     path = altered_study(tmp_path, text_edit=lambda s: s.replace(old, new))
     with pytest.raises(config.ConfigError, match=want):
@@ -125,6 +130,7 @@ def test_non_utf8_study_names_file_and_line(tmp_path):
 def test_one_loader_for_every_yaml_file(tmp_path):
     """Study files, config.yaml and the lab inventory all load through config.Loader."""
     from schedlab.lab.inventory import load_inventory
+
     bad = tmp_path / "x.yaml"
     bad.write_text("version: 1\nversion: 1\nhosts: {}\n")
     for load in (config.load_config, load_inventory, config.load_study):

@@ -1,6 +1,7 @@
 """The researcher's desk, as a researcher runs it: `make lab` serves the notebooks,
 `make report` writes report.html with every figure and table. Both install or build what
 they need (slow on a bare machine, seconds to a few minutes once built)."""
+
 import json
 import os
 import shutil
@@ -13,7 +14,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 TOKEN = "t"
@@ -47,8 +47,14 @@ def test_make_lab_serves_notebooks():
     port = _free_port()
     flags = f"--no-browser --ServerApp.ip=127.0.0.1 --port={port} --IdentityProvider.token={TOKEN}"
     t0 = time.monotonic()
-    proc = subprocess.Popen(["make", "lab", f"LAB_FLAGS={flags}"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        ["make", "lab", f"LAB_FLAGS={flags}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}/api"
     try:
         listing = None
@@ -78,8 +84,9 @@ def test_make_lab_serves_notebooks():
         # ... and runs the project's venv (VENV: .venv, or the container's), not the lab's
         argv0 = spec["argv"][0]
         assert ".venv-lab" not in argv0
-        r = subprocess.run([argv0, "-c", "import pandas, papermill, schedlab"], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run(
+            [argv0, "-c", "import pandas, papermill, schedlab"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         # jupytext in the lab's server pairs the notebooks (their .py opens as a notebook)
         nb = _get(f"{base}/contents/s1.py?token={TOKEN}")
@@ -102,8 +109,11 @@ def _report_entries() -> list[str]:
         if cells.parent.name == "agreement":
             continue
         tb = cells.name.removesuffix("-cells.json")
-        out += [f"{cells.parent.name}/{tb}-figure.png", f"{cells.parent.name}/{tb}-figure.pdf",
-                f"{cells.parent.name}/{tb}-table.html"]
+        out += [
+            f"{cells.parent.name}/{tb}-figure.png",
+            f"{cells.parent.name}/{tb}-figure.pdf",
+            f"{cells.parent.name}/{tb}-table.html",
+        ]
     return out
 
 
@@ -138,12 +148,25 @@ def test_report_shows_in_a_browser(report_html, tmp_path):
     if browser is None:
         pytest.skip("chromium is not installed (apt-get install chromium): report.html checked as text only")
     shot = tmp_path / "report.png"
-    r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        f"--screenshot={shot}", "--window-size=1400,1000", "--virtual-time-budget=10000",
-                        report_html.as_uri()],
-                       capture_output=True, text=True, timeout=180)
+    r = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--screenshot={shot}",
+            "--window-size=1400,1000",
+            "--virtual-time-budget=10000",
+            report_html.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert shot.exists(), r.stderr[-2000:]
     from PIL import Image
+
     with Image.open(shot) as im:
         lo, hi = im.convert("L").getextrema()
         colors = len(im.convert("RGB").getcolors(maxcolors=1 << 20) or [])

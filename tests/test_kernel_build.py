@@ -5,6 +5,7 @@ linux-source-6.1 tarball (~20-30 s of CPU; skipped when the package is missing);
 cache-reuse test of a real build runs when that kernel is already cached (a cold build is
 ~10-25 min on 2 cores, not something the test suite does).
 """
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,9 +24,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 # -- fragments and the option check (no build) --------------------------------------------------
 def test_parse_config_reads_set_unset_and_n():
-    text = "CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=n\nCONFIG_D=\"x y\"\nCONFIG_E=8\n# comment\n"
-    assert kb.parse_config(text) == {"CONFIG_A": "y", "CONFIG_B": "n", "CONFIG_C": "n",
-                                     "CONFIG_D": '"x y"', "CONFIG_E": "8"}
+    text = 'CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=n\nCONFIG_D="x y"\nCONFIG_E=8\n# comment\n'
+    assert kb.parse_config(text) == {
+        "CONFIG_A": "y",
+        "CONFIG_B": "n",
+        "CONFIG_C": "n",
+        "CONFIG_D": '"x y"',
+        "CONFIG_E": "8",
+    }
 
 
 def test_committed_fragments_merge_later_overrides_earlier():
@@ -35,11 +40,31 @@ def test_committed_fragments_merge_later_overrides_earlier():
     assert y["CONFIG_PARAVIRT_SPINLOCKS"] == "y" and n["CONFIG_PARAVIRT_SPINLOCKS"] == "n"
     # both kernels are the same PV-capable base; only the PV spinlock code differs
     assert {k for k in set(y) | set(n) if y.get(k) != n.get(k)} == {"CONFIG_PARAVIRT_SPINLOCKS"}
-    for opt in ("CONFIG_SMP", "CONFIG_64BIT", "CONFIG_VIRTIO_BLK", "CONFIG_VIRTIO_NET", "CONFIG_VIRTIO_PCI",
-                "CONFIG_EXT4_FS", "CONFIG_DEVTMPFS", "CONFIG_TMPFS", "CONFIG_SERIAL_8250_CONSOLE",
-                "CONFIG_SYSVIPC", "CONFIG_FUTEX", "CONFIG_EPOLL", "CONFIG_EVENTFD", "CONFIG_SIGNALFD",
-                "CONFIG_TIMERFD", "CONFIG_BINFMT_ELF", "CONFIG_BINFMT_SCRIPT", "CONFIG_MULTIUSER",
-                "CONFIG_UNIX", "CONFIG_INET", "CONFIG_PARAVIRT", "CONFIG_KVM_GUEST", "CONFIG_IKCONFIG_PROC"):
+    for opt in (
+        "CONFIG_SMP",
+        "CONFIG_64BIT",
+        "CONFIG_VIRTIO_BLK",
+        "CONFIG_VIRTIO_NET",
+        "CONFIG_VIRTIO_PCI",
+        "CONFIG_EXT4_FS",
+        "CONFIG_DEVTMPFS",
+        "CONFIG_TMPFS",
+        "CONFIG_SERIAL_8250_CONSOLE",
+        "CONFIG_SYSVIPC",
+        "CONFIG_FUTEX",
+        "CONFIG_EPOLL",
+        "CONFIG_EVENTFD",
+        "CONFIG_SIGNALFD",
+        "CONFIG_TIMERFD",
+        "CONFIG_BINFMT_ELF",
+        "CONFIG_BINFMT_SCRIPT",
+        "CONFIG_MULTIUSER",
+        "CONFIG_UNIX",
+        "CONFIG_INET",
+        "CONFIG_PARAVIRT",
+        "CONFIG_KVM_GUEST",
+        "CONFIG_IKCONFIG_PROC",
+    ):
         assert y[opt] == "y", opt
     assert y["CONFIG_MODULES"] == "n"
 
@@ -63,16 +88,28 @@ def test_bad_fragments_and_names_are_errors(tmp_path):
 
 
 def test_check_config_names_the_missing_options():
-    want = {"CONFIG_SMP": "y", "CONFIG_PARAVIRT_SPINLOCKS": "y", "CONFIG_MODULES": "n",
-            "CONFIG_NR_CPUS": "8", "CONFIG_GONE": "n"}
+    want = {
+        "CONFIG_SMP": "y",
+        "CONFIG_PARAVIRT_SPINLOCKS": "y",
+        "CONFIG_MODULES": "n",
+        "CONFIG_NR_CPUS": "8",
+        "CONFIG_GONE": "n",
+    }
     config = "CONFIG_SMP=y\n# CONFIG_PARAVIRT_SPINLOCKS is not set\nCONFIG_MODULES=y\nCONFIG_NR_CPUS=64\n"
     problems = kb.check_config(want, config)
     assert len(problems) == 3
     assert any("CONFIG_PARAVIRT_SPINLOCKS: asked for y" in p for p in problems)
     assert any("CONFIG_MODULES: asked for n, .config has y" in p for p in problems)
     assert any("CONFIG_NR_CPUS: asked for 8, .config has 64" in p for p in problems)
-    assert kb.check_config(want, config.replace("# CONFIG_PARAVIRT_SPINLOCKS is not set", "CONFIG_PARAVIRT_SPINLOCKS=y")
-                           .replace("MODULES=y", "MODULES=n").replace("=64", "=8")) == []
+    assert (
+        kb.check_config(
+            want,
+            config.replace("# CONFIG_PARAVIRT_SPINLOCKS is not set", "CONFIG_PARAVIRT_SPINLOCKS=y")
+            .replace("MODULES=y", "MODULES=n")
+            .replace("=64", "=8"),
+        )
+        == []
+    )
 
 
 # -- the cache, with a stand-in for the (slow) build ----------------------------------------------
@@ -91,8 +128,14 @@ def fake_build(tmp_path, monkeypatch):
             raise kb.KernelBuildError("boom")
         (tmp / "bzImage").write_bytes(b"kernel " + key.encode())
         (tmp / ".config").write_text("CONFIG_SMP=y\n")
-        return {"want": kb.merged_fragments(paths), "times": {"make": 0.0}, "release": f"6.1-{key[:8]}",
-                "uts_version": "#1 SMP", "make_argv": kb.make_argv(tmp, key, "bzImage", jobs=jobs)}
+        return {
+            "want": kb.merged_fragments(paths),
+            "times": {"make": 0.0},
+            "release": f"6.1-{key[:8]}",
+            "uts_version": "#1 SMP",
+            "make_argv": kb.make_argv(tmp, key, "bzImage", jobs=jobs),
+        }
+
     monkeypatch.setattr(kb, "_build", build)
     return calls
 
@@ -101,12 +144,20 @@ def test_second_request_reuses_the_cache(fake_build):
     k1 = kb.build_kernel("pvspin-y", log=None)
     assert fake_build["n"] == 1 and k1.bzimage.is_file() and k1.dir.parent == kb.cache_root()
     meta = k1.meta
-    for field in ("version", "tarball_sha256", "config_sha256", "bzimage_sha256", "build_seconds", "make_argv",
-                  "fragments", "kernelrelease"):
+    for field in (
+        "version",
+        "tarball_sha256",
+        "config_sha256",
+        "bzimage_sha256",
+        "build_seconds",
+        "make_argv",
+        "fragments",
+        "kernelrelease",
+    ):
         assert field in meta, field
     assert meta["fragments"].keys() == {"base.config", "pvspin-y.config"}
     k2 = kb.build_kernel("pvspin-y", log=None)
-    assert fake_build["n"] == 1 and k2.dir == k1.dir          # reused, not rebuilt
+    assert fake_build["n"] == 1 and k2.dir == k1.dir  # reused, not rebuilt
     assert kb.build_kernel("pvspin-y", build=False, log=None).dir == k1.dir
     # another config is another entry
     k3 = kb.build_kernel("pvspin-n", log=None)
@@ -153,10 +204,22 @@ def kconfig_tree(tmp_path_factory):
     d = tmp_path_factory.mktemp("kconfig") / "src"
     d.mkdir()
     top = "linux-source-6.1"
-    members = ["Makefile", "Kconfig", "scripts", "include", "arch/x86", "kernel/configs", "tools/include",
-               "*Kconfig*", "*Makefile*", "*Kbuild*"]
-    subprocess.run(["tar", "-xJf", kb.TARBALL, "-C", d, "--strip-components=1", "--wildcards",
-                    *[f"{top}/{m}" for m in members]], check=True)
+    members = [
+        "Makefile",
+        "Kconfig",
+        "scripts",
+        "include",
+        "arch/x86",
+        "kernel/configs",
+        "tools/include",
+        "*Kconfig*",
+        "*Makefile*",
+        "*Kbuild*",
+    ]
+    subprocess.run(
+        ["tar", "-xJf", kb.TARBALL, "-C", d, "--strip-components=1", "--wildcards", *[f"{top}/{m}" for m in members]],
+        check=True,
+    )
     return d
 
 
@@ -174,9 +237,12 @@ def test_configure_fails_naming_an_option_kconfig_dropped(kconfig_tree, tmp_path
     shutil.copytree(kb.FRAGMENT_DIR, frag)
     # PARAVIRT_SPINLOCKS depends on PARAVIRT: asking for it without PARAVIRT (and KVM_GUEST,
     # which needs PARAVIRT) cannot work, and olddefconfig silently drops it
-    (frag / "base.config").write_text((frag / "base.config").read_text()
-                                      .replace("CONFIG_PARAVIRT=y", "CONFIG_PARAVIRT=n")
-                                      .replace("CONFIG_KVM_GUEST=y", "CONFIG_KVM_GUEST=n"))
+    (frag / "base.config").write_text(
+        (frag / "base.config")
+        .read_text()
+        .replace("CONFIG_PARAVIRT=y", "CONFIG_PARAVIRT=n")
+        .replace("CONFIG_KVM_GUEST=y", "CONFIG_KVM_GUEST=n")
+    )
     (frag / "broken.config").write_text("CONFIG_PARAVIRT_SPINLOCKS=y\n")
     with open(tmp_path / "log", "w") as logf, pytest.raises(kb.KernelBuildError) as e:
         kb._configure(kconfig_tree, "0" * 16, kb.fragment_paths("broken", frag), logf)
@@ -191,17 +257,24 @@ def _cached(name):
         return None
 
 
-@pytest.mark.skipif(os.environ.get("SCHEDLAB_QEMU_TESTS") != "all",
-                    reason="a real kernel build (10-25 min): set SCHEDLAB_QEMU_TESTS=all")
+@pytest.mark.skipif(
+    os.environ.get("SCHEDLAB_QEMU_TESTS") != "all",
+    reason="a real kernel build (10-25 min): set SCHEDLAB_QEMU_TESTS=all",
+)
 def test_cached_kernel_second_request_reuses_the_build():
     k = _cached("pvspin-y") or kb.build_kernel("pvspin-y", build=True)
     before = k.bzimage.stat().st_mtime_ns
-    r = subprocess.run([sys.executable, "-m", "schedlab.builds.kernel", "pvspin-y", "--json"],
-                       capture_output=True, text=True, timeout=600, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-m", "schedlab.builds.kernel", "pvspin-y", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr
     ptr = json.loads(r.stdout)
     assert ptr["hash"] == k.key and Path(ptr["path"]).is_file() and ptr["build_seconds"] > 60
-    assert Path(ptr["path"]).stat().st_mtime_ns == before          # served from the cache, not rebuilt
+    assert Path(ptr["path"]).stat().st_mtime_ns == before  # served from the cache, not rebuilt
     cfg = kb.parse_config(k.config.read_text())
     assert kb.check_config(kb.merged_fragments(kb.fragment_paths("pvspin-y")), k.config.read_text()) == []
     assert cfg["CONFIG_PARAVIRT_SPINLOCKS"] == "y"

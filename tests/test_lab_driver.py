@@ -11,6 +11,7 @@ the driver a stand-in verifier (`standin_verifier`, below) instead of `xl info`
 - except test_not_xen_is_refused, which runs the real verifier and expects the
 run to be refused.
 """
+
 import json
 import os
 import shutil
@@ -21,18 +22,27 @@ from pathlib import Path
 import pytest
 
 from schedlab import config, store
+from schedlab.core.testbed import RunFailed, RunResult
 from schedlab.host import Host
 from schedlab.lab import driver as drv
 from schedlab.lab.inventory import load_inventory
 from schedlab.testing.standins import IpmiSim, SshdHost
-from schedlab.core.testbed import RunFailed, RunResult
 
-NEEDS = {"ipmi_sim": "openipmi", "ipmitool": "ipmitool", "sshd": "openssh-server", "ssh": "openssh-client",
-         "grub-reboot": "grub2-common", "grub-editenv": "grub-common", "unshare": "util-linux"}
+NEEDS = {
+    "ipmi_sim": "openipmi",
+    "ipmitool": "ipmitool",
+    "sshd": "openssh-server",
+    "ssh": "openssh-client",
+    "grub-reboot": "grub2-common",
+    "grub-editenv": "grub-common",
+    "unshare": "util-linux",
+}
 _missing = [t for t in NEEDS if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists()]
-pytestmark = pytest.mark.skipif(bool(_missing) or os.geteuid() != 0,
-                                reason=f"needs root and Debian packages {', '.join(sorted(set(NEEDS.values())))} "
-                                       f"(missing: {', '.join(_missing) or '-'})")
+pytestmark = pytest.mark.skipif(
+    bool(_missing) or os.geteuid() != 0,
+    reason=f"needs root and Debian packages {', '.join(sorted(set(NEEDS.values())))} "
+    f"(missing: {', '.join(_missing) or '-'})",
+)
 
 PW_ENV = "SCHEDLAB_TEST_BMC_PW"
 
@@ -40,8 +50,18 @@ PW_ENV = "SCHEDLAB_TEST_BMC_PW"
 class Lab:
     """A stand-in host + BMC + inventory under `root`."""
 
-    def __init__(self, root: Path, monkeypatch, *, bmc=True, reboot=("bmc-cycle",), boot_s=20,
-                 attempts=2, quarantine_after=2, powered=False):
+    def __init__(
+        self,
+        root: Path,
+        monkeypatch,
+        *,
+        bmc=True,
+        reboot=("bmc-cycle",),
+        boot_s=20,
+        attempts=2,
+        quarantine_after=2,
+        powered=False,
+    ):
         self.root = root
         self.host = SshdHost(root / "host")
         if not bmc and reboot == ("bmc-cycle",):
@@ -50,13 +70,17 @@ class Lab:
         (root / "boot" / "grub").mkdir(parents=True)
         # the one-time hook (docs/lab-testbed.md): grub.cfg sources schedlab.cfg
         (root / "boot" / "grub" / "grub.cfg").write_text(
-            "if [ -f ${config_directory}/schedlab.cfg ]; then source ${config_directory}/schedlab.cfg; fi\n")
+            "if [ -f ${config_directory}/schedlab.cfg ]; then source ${config_directory}/schedlab.cfg; fi\n"
+        )
         lines = [
-            "version: 1", f"state_dir: {root}/state", "hosts:", "  t1:",
+            "version: 1",
+            f"state_dir: {root}/state",
+            "hosts:",
+            "  t1:",
             f"    ssh: {{address: 127.0.0.1, port: {self.host.port}, user: root, key: {{path: {self.host.client_key}}},"
             f" known_hosts: {{path: {self.host.known_hosts}}}, host_key_alias: {self.host.alias}}}",
             "    topology: {sockets: 1, cores_per_socket: 1, threads_per_core: 1, numa_nodes: 1}",
-            f"    console: {{argv: [tail, -n, \"+1\", -F, {self.host.log}]}}",
+            f'    console: {{argv: [tail, -n, "+1", -F, {self.host.log}]}}',
             f"    boot: {{dir: {root}/boot/schedlab, grub_dir: {root}/boot/grub,"
             f" grub_reboot: [grub-reboot, --boot-directory={root}/boot], reboot: [{', '.join(json.dumps(x) for x in reboot)}],"
             " dom0_cmdline: root=/dev/vda ro}",
@@ -64,8 +88,11 @@ class Lab:
             f"    policy: {{boot_attempts: {attempts}, quarantine_after: {quarantine_after}}}",
         ]
         if bmc:
-            lines.insert(7, f"    bmc: {{address: 127.0.0.1, port: {self.sim.port}, user: {self.sim.user},"
-                            f" password: {{env: {PW_ENV}}}, timeout_s: 4, retries: 0}}")
+            lines.insert(
+                7,
+                f"    bmc: {{address: 127.0.0.1, port: {self.sim.port}, user: {self.sim.user},"
+                f" password: {{env: {PW_ENV}}}, timeout_s: 4, retries: 0}}",
+            )
             monkeypatch.setenv(PW_ENV, self.sim.password)
         self.inventory_path = root / "lab.yaml"
         self.inventory_path.write_text("\n".join(lines) + "\n")
@@ -79,20 +106,29 @@ class Lab:
 
     def power_on(self):
         from schedlab.lab.power import BMC
+
         BMC(self.spec.bmc).on()
         self.host.wait_listening()
 
     def driver(self, **kw) -> drv.HostDriver:
-        return drv.HostDriver(self.spec, self.inventory.state_dir, log=self.log.append,
-                              verifier=kw.pop("verifier", standin_verifier), **kw)
+        return drv.HostDriver(
+            self.spec,
+            self.inventory.state_dir,
+            log=self.log.append,
+            verifier=kw.pop("verifier", standin_verifier),
+            **kw,
+        )
 
     def build(self, name="a", size=1000) -> drv.Build:
         d = self.root / "builds" / name
         d.mkdir(parents=True, exist_ok=True)
         (d / "xen.gz").write_bytes(name.encode() * size)
         (d / "vmlinuz").write_bytes(b"kernel-" + name.encode() * size)
-        return drv.Build(files={"xen.gz": d / "xen.gz", "vmlinuz": d / "vmlinuz"},
-                         xen_cmdline=f"sched=credit loglvl=all", expect={"kernel_release": os.uname().release})
+        return drv.Build(
+            files={"xen.gz": d / "xen.gz", "vmlinuz": d / "vmlinuz"},
+            xen_cmdline="sched=credit loglvl=all",
+            expect={"kernel_release": os.uname().release},
+        )
 
     def pid1(self) -> int:
         """sshd, pid 1 of the stand-in host's PID namespace."""
@@ -114,6 +150,7 @@ def lab(tmp_path, monkeypatch):
         l = Lab(tmp_path / f"lab{len(labs)}", monkeypatch, **kw)
         labs.append(l)
         return l
+
     monkeypatch.setenv(drv.ENV_INVOCATION, f"test-{tmp_path.name}")
     yield make
     for l in labs:
@@ -140,8 +177,9 @@ def standin_verifier(host: Host, build: drv.Build, d: drv.HostDriver) -> dict:
 
 
 def simple_workload(host: Host, build, info) -> RunResult:
-    out = host.run(["sh", "-c", 'echo "$1" > /tmp/schedlab-lab-test.out; cat /proc/loadavg', "_", build.build_id],
-                   timeout=30).stdout
+    out = host.run(
+        ["sh", "-c", 'echo "$1" > /tmp/schedlab-lab-test.out; cat /proc/loadavg', "_", build.build_id], timeout=30
+    ).stdout
     return RunResult(metrics={"load1": float(out.split()[0])}, counters={"echo": build.build_id})
 
 
@@ -151,8 +189,9 @@ def steps(d):
 
 # --- the happy path, and a host that was off ------------------------------------------------
 
+
 def test_lifecycle_install_boot_verify_run_restore(lab):
-    L = lab()                                # the host starts powered off: the driver powers it on
+    L = lab()  # the host starts powered off: the driver powers it on
     b1, b2 = L.build("a"), L.build("b")
     with L.driver() as d:
         r = d.run(b1, simple_workload)
@@ -195,19 +234,26 @@ def test_not_xen_is_refused(lab):
 
 def test_xl_info_checks():
     """What the verifier compares (on `xl info` text as Xen prints it)."""
-    info = drv.parse_kv("host                   : xen1\nxen_version            : 4.17.6-pre\n"
-                        "xen_changeset          : Tue Oct 1 12:00:00 2024 +0200 git:abc1234\n"
-                        "xen_commandline        : console=com1 sched=credit\nxen_scheduler          : credit\n"
-                        "nr_cpus                : 4\nnr_nodes               : 1\ncores_per_socket       : 2\n"
-                        "threads_per_core       : 2\n")
+    info = drv.parse_kv(
+        "host                   : xen1\nxen_version            : 4.17.6-pre\n"
+        "xen_changeset          : Tue Oct 1 12:00:00 2024 +0200 git:abc1234\n"
+        "xen_commandline        : console=com1 sched=credit\nxen_scheduler          : credit\n"
+        "nr_cpus                : 4\nnr_nodes               : 1\ncores_per_socket       : 2\n"
+        "threads_per_core       : 2\n"
+    )
     info["release"] = "6.1.0-schedlab"
 
     class Spec:
         topology = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 2, "numa_nodes": 1}
 
     class B:
-        expect = {"xen_version": "4.17.6-pre", "xen_changeset": "Tue Oct 1 12:00:00 2024 +0200 git:abc1234",
-                  "xen_scheduler": "credit", "kernel_release": "6.1.0-schedlab"}
+        expect = {
+            "xen_version": "4.17.6-pre",
+            "xen_changeset": "Tue Oct 1 12:00:00 2024 +0200 git:abc1234",
+            "xen_scheduler": "credit",
+            "kernel_release": "6.1.0-schedlab",
+        }
+
     assert drv.check_booted(info, B, Spec, "console=com1 sched=credit") == []
     B.expect = {**B.expect, "xen_changeset": "git:fff0000", "kernel_release": "6.1.0-other"}
     Spec.topology = {**Spec.topology, "numa_nodes": 2}
@@ -218,8 +264,9 @@ def test_xl_info_checks():
 
 # --- faults -------------------------------------------------------------------------------------
 
+
 def test_ssh_refused_without_bmc_fails_then_quarantines(lab):
-    L = lab(bmc=False)                      # nothing listening, nothing to power-cycle with
+    L = lab(bmc=False)  # nothing listening, nothing to power-cycle with
     b = L.build()
     d = L.driver()
     with d, pytest.raises(drv.BootFailed, match="not reachable over ssh.*no BMC to power-cycle it"):
@@ -239,14 +286,14 @@ def test_ssh_refused_without_bmc_fails_then_quarantines(lab):
 
 def test_wrong_host_key_is_refused_and_quarantined(lab, tmp_path):
     L = lab(powered=True)
-    other = SshdHost(tmp_path / "impostor")       # someone else's host key under our alias
+    other = SshdHost(tmp_path / "impostor")  # someone else's host key under our alias
     L.host.known_hosts.write_text(other.known_hosts.read_text())
     d = L.driver()
     with d, pytest.raises(drv.HostQuarantined) as e:
         d.run(L.build(), simple_workload)
     msg = str(e.value)
     assert "refusing to connect: its ssh host key does not match" in msg and str(L.host.known_hosts) in msg
-    assert "power-cycle" not in steps(d)          # a wrong key is not a hang: no recovery attempted
+    assert "power-cycle" not in steps(d)  # a wrong key is not a hang: no recovery attempted
     assert d.state.quarantined() is not None
 
 
@@ -256,11 +303,11 @@ def test_hung_host_is_power_cycled(lab):
     with L.driver() as d:
         d.run(b, simple_workload)
         before = d.boot_id
-        os.kill(L.pid1(), signal.SIGSTOP)          # the host hangs: TCP still accepts, ssh never answers
+        os.kill(L.pid1(), signal.SIGSTOP)  # the host hangs: TCP still accepts, ssh never answers
         r = d.run(b, simple_workload)
         ev = steps(d)
         assert ev[:3] == ["unreachable", "power-cycle", "up"], ev
-        assert d.boot_id != before and r.counters["lab"]["rebooted"]   # new boot: booted into the build again
+        assert d.boot_id != before and r.counters["lab"]["rebooted"]  # new boot: booted into the build again
         assert d.state.failures() == 0
 
 
@@ -271,7 +318,7 @@ def test_reboot_that_never_comes_back_is_power_cycled(lab):
         r = d.run(L.build(), simple_workload)
     ev = steps(d)
     i = ev.index("reboot")
-    assert ev[i + 1:i + 4] == ["no-ssh", "power-cycle", "up"], ev
+    assert ev[i + 1 : i + 4] == ["no-ssh", "power-cycle", "up"], ev
     assert r.counters["lab"]["rebooted"]
 
 
@@ -279,9 +326,10 @@ def test_host_dies_mid_run_no_record_lost(lab, tmp_path):
     """schedlab.run + LabTestbed: the host loses power during a run; that run is a
     failure record, the retry power-cycles the host and completes, and the records
     written before are untouched."""
+    from schedlab.lab.power import BMC
     from schedlab.run import PointRunner
     from schedlab.testbeds.lab import LabTestbed
-    from schedlab.lab.power import BMC
+
     L = lab(powered=True)
     builds = tmp_path / "builds"
     study = config.load_study("s1")
@@ -289,27 +337,42 @@ def test_host_dies_mid_run_no_record_lost(lab, tmp_path):
         (builds / name).mkdir(parents=True)
         (builds / name / "xen.gz").write_bytes(name.encode() * 100)
         (builds / name / "vmlinuz").write_bytes(b"k" * 100)
-        (builds / name / "build.json").write_text(json.dumps(
-            {"files": {"xen.gz": "xen.gz", "vmlinuz": "vmlinuz"}, "xen_cmdline": "loglvl=all",
-             "expect": {"kernel_release": os.uname().release}}))
+        (builds / name / "build.json").write_text(
+            json.dumps(
+                {
+                    "files": {"xen.gz": "xen.gz", "vmlinuz": "vmlinuz"},
+                    "xen_cmdline": "loglvl=all",
+                    "expect": {"kernel_release": os.uname().release},
+                }
+            )
+        )
     calls = []
 
     def netperf_pair(host, build, info, study, point, seed):
         calls.append(seed)
-        if len(calls) == 2:           # the second run: the host dies 1 s into a long command
+        if len(calls) == 2:  # the second run: the host dies 1 s into a long command
             threading.Timer(1.0, lambda: BMC(L.spec.bmc).off(wait=None)).start()
             host.run(["sleep", "20"], timeout=30)
         out = host.run(["cat", "/proc/uptime"], timeout=30).stdout.split()
         return RunResult(metrics={"throughput_mbps": float(out[0]), "latency_us": 1.0})
 
-    tb = LabTestbed(host="t1", inventory=L.inventory_path, builds_dir=builds, verifier=standin_verifier,
-                    workloads={"netperf-pair": netperf_pair})
+    tb = LabTestbed(
+        host="t1",
+        inventory=L.inventory_path,
+        builds_dir=builds,
+        verifier=standin_verifier,
+        workloads={"netperf-pair": netperf_pair},
+    )
     data = tmp_path / "data"
     log = []
 
     class Log:
-        def write(self, s): log.append(s)
-        def flush(self): pass
+        def write(self, s):
+            log.append(s)
+
+        def flush(self):
+            pass
+
     variant = study["baseline"]
     point = config.points(study, "lab")[0]
     runner = PointRunner(study, "lab", variant, point, data, base_seed=7, runs=2, testbed=tb, log=Log())
@@ -321,7 +384,7 @@ def test_host_dies_mid_run_no_record_lost(lab, tmp_path):
     assert len(failed) == 1
     frec = json.loads(failed[0].read_text())
     assert frec["status"] == "failed" and "host died during the run" in frec["error"]
-    for p in folder.glob("*.json"):                     # every record intact
+    for p in folder.glob("*.json"):  # every record intact
         assert store.check_record(p, store.read_record(p)) == []
     rec = entries[1]
     assert rec["attempt"] == 2 and rec["counters"]["lab"]["rebooted"]
@@ -334,6 +397,7 @@ def test_host_dies_mid_run_no_record_lost(lab, tmp_path):
 
 
 # --- reservation, pools, run order --------------------------------------------------------
+
 
 def test_one_host_one_driver_and_pool_picks_a_free_host(lab, tmp_path):
     L = lab(bmc=False)
@@ -356,19 +420,20 @@ def test_one_host_one_driver_and_pool_picks_a_free_host(lab, tmp_path):
 
 def test_interleaved_order_reboots_only_when_the_build_changes(lab, tmp_path):
     from schedlab.core.plan import plan
+
     study = config.load_study("s1")
     order = plan(study, "lab", 20261121)
     variants = [e["variant"] for e in order]
     n = len(study["variants"]) * len(config.points(study, "lab"))
-    assert all(set(variants[i:i + n]) == set(study["variants"]) for i in range(0, len(variants), n))
+    assert all(set(variants[i : i + n]) == set(study["variants"]) for i in range(0, len(variants), n))
     assert variants != sorted(variants)
     L = lab(powered=True)
     builds = {"fixed": L.build("f"), "bug": L.build("g")}
-    first = order[:3]                     # with this seed: bug, bug, fixed (one repeat, one change)
+    first = order[:3]  # with this seed: bug, bug, fixed (one repeat, one change)
     assert [e["variant"] for e in first] == ["bug", "bug", "fixed"]
     boots = []
     with L.driver() as d:
         for entry in first:
             d.run(builds[entry["variant"]], simple_workload)
             boots.append(d.boot_id)
-    assert boots[0] == boots[1] != boots[2]     # a new boot exactly when the build changes
+    assert boots[0] == boots[1] != boots[2]  # a new boot exactly when the build changes

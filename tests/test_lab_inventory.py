@@ -1,4 +1,5 @@
 """The lab inventory: the sample validates; bad entries are refused with file, line and field."""
+
 import json
 import os
 from pathlib import Path
@@ -72,24 +73,35 @@ def test_public_entry_has_no_secret(tmp_path, monkeypatch):
     assert inv.hosts["xen1"].bmc.password.read() == "pw-never-recorded"
 
 
-@pytest.mark.parametrize("bad, where, what", [
-    # a shell metacharacter anywhere a value may reach a command
-    ("ssh: {address: \"10.0.0.11;reboot\"}", "hosts.xen9.ssh.address", "is not allowed"),
-    ("bmc: {address: 10.0.1.11, user: \"admin$(id)\", password: {env: P}}", "hosts.xen9.bmc.user", "is not allowed"),
-    # the password itself instead of where it is
-    ("bmc: {address: 10.0.1.11, user: admin, password: hunter2}", "hosts.xen9.bmc.password", "is not of type 'object'"),
-    ("bmc: {address: 10.0.1.11, user: admin, password: {value: hunter2}}", "hosts.xen9.bmc.password.value", "unknown field"),
-    # commands are argv lists, not shell strings
-    ("console: {argv: \"ipmitool sol activate\"}", "hosts.xen9.console.argv", "is not of type 'array'"),
-    ("console: {argv: [sh, -c, \"cat /dev/ttyS0 | tee log\"]}", "hosts.xen9.console.argv.2", "is not allowed"),
-    ("boot: {reboot: [systemctl, \"reboot;rm\"]}", "hosts.xen9.boot.reboot.1", "is not allowed"),
-    ("boot: {dom0_cmdline: \"root=/dev/sda1 `id`\"}", "hosts.xen9.boot.dom0_cmdline", "is not allowed"),
-    ("ssh: {address: 10.0.0.11, key: {path: ../id}}", "hosts.xen9.ssh.key.path", "(no '..'"),
-    # a trailing newline: JSON Schema's `$` is the end of the value (Python's also matched before a '\n')
-    ("ssh: {address: \"10.0.0.11\\n\"}", "hosts.xen9.ssh.address", "is not allowed"),
-    ("ssh: {address: 10.0.0.11, user: \"root\\n\"}", "hosts.xen9.ssh.user", "is not allowed"),
-    ("toplogy: {}", "hosts.xen9.toplogy", "unknown field"),
-])
+@pytest.mark.parametrize(
+    "bad, where, what",
+    [
+        # a shell metacharacter anywhere a value may reach a command
+        ('ssh: {address: "10.0.0.11;reboot"}', "hosts.xen9.ssh.address", "is not allowed"),
+        ('bmc: {address: 10.0.1.11, user: "admin$(id)", password: {env: P}}', "hosts.xen9.bmc.user", "is not allowed"),
+        # the password itself instead of where it is
+        (
+            "bmc: {address: 10.0.1.11, user: admin, password: hunter2}",
+            "hosts.xen9.bmc.password",
+            "is not of type 'object'",
+        ),
+        (
+            "bmc: {address: 10.0.1.11, user: admin, password: {value: hunter2}}",
+            "hosts.xen9.bmc.password.value",
+            "unknown field",
+        ),
+        # commands are argv lists, not shell strings
+        ('console: {argv: "ipmitool sol activate"}', "hosts.xen9.console.argv", "is not of type 'array'"),
+        ('console: {argv: [sh, -c, "cat /dev/ttyS0 | tee log"]}', "hosts.xen9.console.argv.2", "is not allowed"),
+        ('boot: {reboot: [systemctl, "reboot;rm"]}', "hosts.xen9.boot.reboot.1", "is not allowed"),
+        ('boot: {dom0_cmdline: "root=/dev/sda1 `id`"}', "hosts.xen9.boot.dom0_cmdline", "is not allowed"),
+        ("ssh: {address: 10.0.0.11, key: {path: ../id}}", "hosts.xen9.ssh.key.path", "(no '..'"),
+        # a trailing newline: JSON Schema's `$` is the end of the value (Python's also matched before a '\n')
+        ('ssh: {address: "10.0.0.11\\n"}', "hosts.xen9.ssh.address", "is not allowed"),
+        ('ssh: {address: 10.0.0.11, user: "root\\n"}', "hosts.xen9.ssh.user", "is not allowed"),
+        ("toplogy: {}", "hosts.xen9.toplogy", "unknown field"),
+    ],
+)
 def test_bad_entries_name_file_line_field(tmp_path, bad, where, what):
     host = ["  xen9:", "    topology: {sockets: 1, cores_per_socket: 4, threads_per_core: 1, numa_nodes: 1}"]
     if not bad.startswith("ssh:"):
@@ -156,24 +168,36 @@ def test_bmc_cycle_reboot_needs_bmc(tmp_path):
 
 def test_duplicate_key_names_both_lines(tmp_path):
     """PyYAML lets the last of two equal keys win silently; the inventory refuses it."""
-    msg = refused(tmp_path, GOOD.replace("    ssh: {address: 10.0.0.11}",
-                                         "    ssh: {address: 10.0.0.11}\n    ssh: {address: 10.0.0.99}"))
+    msg = refused(
+        tmp_path,
+        GOOD.replace("    ssh: {address: 10.0.0.11}", "    ssh: {address: 10.0.0.11}\n    ssh: {address: 10.0.0.99}"),
+    )
     assert "lab.yaml:8: not valid YAML: duplicate key 'ssh' (first on line 7)" in msg, msg
 
 
-@pytest.mark.parametrize("spec, field", [
-    ("ssh:-oProxyCommand=id", "address"), ("ssh:root@-oProxyCommand=id", "address"),
-    ("ssh:-oX=y@host", "user"), ("ssh:root@host;id", "address"), ("ssh:root@host\n", "address"),
-    ("ssh:a b@host", "user"), ("ssh:root@host:0", "port"), ("ssh:root@host:70000", "port"),
-])
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ("ssh:-oProxyCommand=id", "address"),
+        ("ssh:root@-oProxyCommand=id", "address"),
+        ("ssh:-oX=y@host", "user"),
+        ("ssh:root@host;id", "address"),
+        ("ssh:root@host\n", "address"),
+        ("ssh:a b@host", "user"),
+        ("ssh:root@host:0", "port"),
+        ("ssh:root@host:70000", "port"),
+    ],
+)
 def test_ssh_target_checked_like_the_inventory(spec, field):
     """`--target ssh:USER@HOST[:PORT]` gets the inventory's rules: nothing reaches ssh as an option."""
     from schedlab.packs import targets as pack_targets
+
     with pytest.raises(ValueError, match=f"--target .*field {field}: "):
         pack_targets.target_from_name(spec)
 
 
 def test_ssh_destination_follows_double_dash():
     from schedlab.host import Host
+
     argv = Host("h.example.org", user="root").ssh_argv(["true"])
     assert argv[-3:] == ["--", "root@h.example.org", "true"] and argv.count("--") == 1

@@ -2,6 +2,7 @@
 ipmi_sim on 127.0.0.1, whose chassis power starts and stops a real process (the
 stand-in for the host). Only the BMC hardware is simulated; the code path is
 the one used on a lab BMC."""
+
 import os
 import shutil
 import time
@@ -14,8 +15,10 @@ from schedlab.lab.power import BMC, BmcError
 from schedlab.testing.standins import IpmiSim
 
 NEEDS = {"ipmi_sim": "openipmi", "ipmitool": "ipmitool"}
-pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in NEEDS),
-                                reason="needs Debian packages " + ", ".join(sorted(set(NEEDS.values()))))
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in NEEDS),
+    reason="needs Debian packages " + ", ".join(sorted(set(NEEDS.values()))),
+)
 
 WHERE = Where(Path("lab.yaml"), 1, "hosts.t.bmc.password.env")
 
@@ -38,8 +41,9 @@ def sim(tmp_path):
 
 def bmc_for(sim, monkeypatch, password=None, **kw):
     monkeypatch.setenv("SCHEDLAB_TEST_BMC_PW", password or sim.password)
-    spec = BmcSpec("127.0.0.1", sim.port, sim.user,
-                   SecretRef("env", "SCHEDLAB_TEST_BMC_PW", WHERE), **{"timeout_s": 4, **kw})
+    spec = BmcSpec(
+        "127.0.0.1", sim.port, sim.user, SecretRef("env", "SCHEDLAB_TEST_BMC_PW", WHERE), **{"timeout_s": 4, **kw}
+    )
     lines = []
     return BMC(spec, log=lines.append), lines
 
@@ -51,12 +55,12 @@ def test_power_on_off_cycle_drive_the_host_process(sim, monkeypatch):
     bmc.on()
     (pid,) = sim.powered_pids()
     assert bmc.status() == "on" and _alive(pid)
-    bmc.cycle()                                   # off, wait, on: a new process
+    bmc.cycle()  # off, wait, on: a new process
     (pid2,) = sim.powered_pids()
     assert pid2 != pid and not _alive(pid) and bmc.status() == "on"
     bmc.off()
     assert bmc.status() == "off" and not _alive(pid2) and sim.powered_pids() == []
-    bmc.cycle()                                   # a cycle of an off host powers it on
+    bmc.cycle()  # a cycle of an off host powers it on
     assert bmc.status() == "on" and len(sim.powered_pids()) == 1
     assert time.monotonic() - t0 < 30
     assert any("power cycle" in l or "power on" in l for l in log)
@@ -68,7 +72,7 @@ def test_password_only_in_child_environment(sim, monkeypatch):
     assert sim.password not in " ".join(argv) and "-E" in argv and "-P" not in argv
     assert argv[:3] == ["ipmitool", "-I", "lanplus"]
     bmc.status()
-    assert os.environ.get("IPMI_PASSWORD") != sim.password     # never put into our own environment
+    assert os.environ.get("IPMI_PASSWORD") != sim.password  # never put into our own environment
     assert not any(sim.password in l for l in log)
 
 
@@ -83,11 +87,19 @@ def test_wrong_password_is_a_clear_error_without_the_password(sim, monkeypatch):
 
 
 def test_unreachable_bmc_times_out(monkeypatch, tmp_path):
-    from schedlab.testing.standins import free_port
     import socket
+
+    from schedlab.testing.standins import free_port
+
     monkeypatch.setenv("SCHEDLAB_TEST_BMC_PW", "x")
-    spec = BmcSpec("127.0.0.1", free_port(socket.SOCK_DGRAM), "schedlab",
-                   SecretRef("env", "SCHEDLAB_TEST_BMC_PW", WHERE), timeout_s=2, retries=0)
+    spec = BmcSpec(
+        "127.0.0.1",
+        free_port(socket.SOCK_DGRAM),
+        "schedlab",
+        SecretRef("env", "SCHEDLAB_TEST_BMC_PW", WHERE),
+        timeout_s=2,
+        retries=0,
+    )
     t0 = time.monotonic()
     with pytest.raises(BmcError, match="failed|no answer"):
         BMC(spec).status()
@@ -97,8 +109,11 @@ def test_unreachable_bmc_times_out(monkeypatch, tmp_path):
 def test_missing_password_names_the_variable(sim, monkeypatch):
     bmc, _ = bmc_for(sim, monkeypatch)
     monkeypatch.delenv("SCHEDLAB_TEST_BMC_PW")
-    with pytest.raises(Exception, match=r"lab.yaml:1: field hosts.t.bmc.password.env: environment variable "
-                                        r"SCHEDLAB_TEST_BMC_PW \(the BMC password\) is not set"):
+    with pytest.raises(
+        Exception,
+        match=r"lab.yaml:1: field hosts.t.bmc.password.env: environment variable "
+        r"SCHEDLAB_TEST_BMC_PW \(the BMC password\) is not set",
+    ):
         bmc.on()
 
 

@@ -14,6 +14,7 @@ inside a job reads only that: the plugin removes SLURM_* variables such as
 SLURM_CONF from the job's environment) and removes it afterwards. Marked slow:
 about 3-5 min (most of it the plugin's status polling).
 """
+
 import importlib.util
 import os
 import shutil
@@ -24,7 +25,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import BIN, copy_workdir, install_debs
 
 CONF = Path("/etc/slurm/slurm.conf")
@@ -42,18 +42,20 @@ def _why_not() -> str | None:
     if os.environ.get("SCHEDLAB_SLURM_TESTS") != "1":
         return "one-node SLURM test: set SCHEDLAB_SLURM_TESTS=1 (root; installs slurmctld slurmd slurm-client munge)"
     if os.geteuid() != 0:
-        pytest.fail("SCHEDLAB_SLURM_TESTS=1: the one-node cluster needs root (system daemons, /etc/slurm)",
-                    pytrace=False)
+        pytest.fail(
+            "SCHEDLAB_SLURM_TESTS=1: the one-node cluster needs root (system daemons, /etc/slurm)", pytrace=False
+        )
     install_debs(*SLURM_DEBS, why="SCHEDLAB_SLURM_TESTS=1: SLURM's Debian packages")
     missing = [t for t in TOOLS if not (shutil.which(t) or Path(f"/usr/sbin/{t}").exists())]
     if missing:
         pytest.fail(f"SLURM packages installed but {', '.join(missing)} not found", pytrace=False)
     if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
-        pytest.fail("snakemake-executor-plugin-slurm missing from the venv (requirements.lock pins it)",
-                    pytrace=False)
+        pytest.fail("snakemake-executor-plugin-slurm missing from the venv (requirements.lock pins it)", pytrace=False)
     if CONF.exists() and MARK not in CONF.read_text():
-        pytest.fail(f"{CONF} exists: this machine has its own SLURM configuration, which the test "
-                    "would overwrite", pytrace=False)
+        pytest.fail(
+            f"{CONF} exists: this machine has its own SLURM configuration, which the test would overwrite",
+            pytrace=False,
+        )
     return None
 
 
@@ -102,28 +104,62 @@ def cluster(tmp_path):
         key.write_bytes(os.urandom(128))
     key.chmod(0o600)
     sock = d / "munge" / "sock"
-    subprocess.run([_sbin("munged"), "-f", "-S", str(sock), "--key-file", str(key), "--pid-file",
-                    str(d / "munge" / "pid"), "--log-file", str(d / "munge" / "log"), "--seed-file",
-                    str(d / "munge" / "seed")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            _sbin("munged"),
+            "-f",
+            "-S",
+            str(sock),
+            "--key-file",
+            str(key),
+            "--pid-file",
+            str(d / "munge" / "pid"),
+            "--log-file",
+            str(d / "munge" / "log"),
+            "--seed-file",
+            str(d / "munge" / "seed"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     node = socket.gethostname().split(".")[0]
     cpus = os.cpu_count() or 1
     CONF.parent.mkdir(parents=True, exist_ok=True)
-    CONF.write_text("\n".join([
-        MARK + "; removed when the test ends",
-        "ClusterName=schedlabtest", f"SlurmctldHost={node}(127.0.0.1)",
-        f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
-        "AuthType=auth/munge", f"AuthInfo=socket={sock}", "CredType=cred/munge",
-        "SlurmUser=root", "SlurmdUser=root",
-        f"StateSaveLocation={d / 'state'}", f"SlurmdSpoolDir={d / 'spool'}",
-        f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmdPidFile={d / 'slurmd.pid'}",
-        f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={d / 'log' / 'slurmd.log'}",
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none", "SchedulerType=sched/backfill",
-        "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "ReturnToService=2",
-        "MinJobAge=3600",               # finished jobs stay visible to squeue (no accounting database here)
-        "MpiDefault=none",
-        f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=2000 State=UNKNOWN",
-        f"PartitionName=lab Nodes={node} Default=YES MaxTime=INFINITE State=UP", ""]))
+    CONF.write_text(
+        "\n".join(
+            [
+                MARK + "; removed when the test ends",
+                "ClusterName=schedlabtest",
+                f"SlurmctldHost={node}(127.0.0.1)",
+                f"SlurmctldPort={_free_port()}",
+                f"SlurmdPort={_free_port()}",
+                "AuthType=auth/munge",
+                f"AuthInfo=socket={sock}",
+                "CredType=cred/munge",
+                "SlurmUser=root",
+                "SlurmdUser=root",
+                f"StateSaveLocation={d / 'state'}",
+                f"SlurmdSpoolDir={d / 'spool'}",
+                f"SlurmctldPidFile={d / 'slurmctld.pid'}",
+                f"SlurmdPidFile={d / 'slurmd.pid'}",
+                f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
+                f"SlurmdLogFile={d / 'log' / 'slurmd.log'}",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "JobAcctGatherType=jobacct_gather/none",
+                "AccountingStorageType=accounting_storage/none",
+                "SchedulerType=sched/backfill",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core",
+                "ReturnToService=2",
+                "MinJobAge=3600",  # finished jobs stay visible to squeue (no accounting database here)
+                "MpiDefault=none",
+                f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=2000 State=UNKNOWN",
+                f"PartitionName=lab Nodes={node} Default=YES MaxTime=INFINITE State=UP",
+                "",
+            ]
+        )
+    )
     try:
         subprocess.run([_sbin("slurmctld")], check=True, capture_output=True)
         subprocess.run([_sbin("slurmd")], check=True, capture_output=True)
@@ -133,8 +169,9 @@ def cluster(tmp_path):
             if r.returncode == 0 and r.stdout.strip() in ("idle", "mixed", "allocated"):
                 break
             if time.monotonic() - t0 > 60:
-                raise RuntimeError(f"SLURM node not up: {r.stdout} {r.stderr}\n"
-                                   + (d / "log" / "slurmctld.log").read_text()[-2000:])
+                raise RuntimeError(
+                    f"SLURM node not up: {r.stdout} {r.stderr}\n" + (d / "log" / "slurmctld.log").read_text()[-2000:]
+                )
             time.sleep(1)
         yield d
     finally:
@@ -152,11 +189,30 @@ def test_sim_jobs_run_under_slurm(cluster, tmp_path):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
     env.pop("SLURM_CONF", None)
     target = "data/runs/sim/s1/all.json"
-    r = subprocess.run([str(BIN / "snakemake"), "--executor", "slurm", "--jobs", "4",
-                        "--default-resources", "slurm_partition=lab", "runtime=30", "mem_mb=200",
-                        "--slurm-status-command", "squeue", "--slurm-keep-successful-logs",
-                        "--latency-wait", "10", target],
-                       cwd=work, env=env, capture_output=True, text=True, timeout=1800)
+    r = subprocess.run(
+        [
+            str(BIN / "snakemake"),
+            "--executor",
+            "slurm",
+            "--jobs",
+            "4",
+            "--default-resources",
+            "slurm_partition=lab",
+            "runtime=30",
+            "mem_mb=200",
+            "--slurm-status-command",
+            "squeue",
+            "--slurm-keep-successful-logs",
+            "--latency-wait",
+            "10",
+            target,
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-8000:]
     # every job went through sbatch: the simulator build, one job per S1 point, the gather

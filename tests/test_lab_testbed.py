@@ -1,14 +1,14 @@
 """LabTestbed without hosts: describe(), build ids, clear failures (no ssh, no BMC needed)."""
+
 import json
 
 import pytest
+from conftest import schedlab
 
 from schedlab import config, testbeds
 from schedlab.config import ConfigError
 from schedlab.core.testbed import RunFailed
 from schedlab.testbeds.lab import LabTestbed
-
-from conftest import schedlab
 
 
 @pytest.fixture
@@ -79,7 +79,22 @@ def test_build_id_is_content_addressed(tmp_path, own_cache):
 
 
 def test_cli_lab_run_fails_clearly_without_builds(tmp_path, own_cache):
-    r = schedlab("run", "s1", "--testbed", "lab", "--host", "virtual", "--variant", "fixed",
-                 "--point", "mode=alone", "--reps", "1", "--out", tmp_path, timeout=120)
+    r = schedlab(
+        "run",
+        "s1",
+        "--testbed",
+        "lab",
+        "--host",
+        "virtual",
+        "--variant",
+        "fixed",
+        "--point",
+        "mode=alone",
+        "--reps",
+        "1",
+        "--out",
+        tmp_path,
+        timeout=120,
+    )
     assert r.returncode != 0
     assert "build it first: python -m schedlab.builds.lab make --study s1" in r.stdout + r.stderr

@@ -1,6 +1,7 @@
 """S4's workload on Xen hosts (schedlab/workloads/numamix.py): what it reads from xl and
 from the guests' benchmark lines. The texts are as Xen 4.17 and the guests printed them
 on the qemu testbed's 2-node host. No QEMU."""
+
 from __future__ import annotations
 
 import base64
@@ -89,8 +90,10 @@ def test_vcpu_affinity():
 
 
 def _line(vm, out: str, rc=0, token="00000007abcdef"):
-    return (f"SCHEDLAB-BENCH-RESULT token={token} vm={vm} rc={rc} guest_ticks=1,0,2,3,0,0,0,4 "
-            f"out={base64.b64encode(out.encode()).decode()}")
+    return (
+        f"SCHEDLAB-BENCH-RESULT token={token} vm={vm} rc={rc} guest_ticks=1,0,2,3,0,0,0,4 "
+        f"out={base64.b64encode(out.encode()).decode()}"
+    )
 
 
 def test_bench_results_use_the_packs_parsers():
@@ -112,8 +115,9 @@ def test_malformed_bench_output_names_the_vm_token_and_text():
     with pytest.raises(RunFailed, match="exited with status 2"):
         numamix.bench_results(FORKEXEC, {"lock1": _line("lock1", "forkexec: fork: EAGAIN\n", rc=2)}, {})
     with pytest.raises(RunFailed, match="unknown-program"):
-        numamix.bench_results(FORKEXEC, {"lock1": "SCHEDLAB-BENCH-RESULT token=t vm=lock1 rc=127 "
-                                                  "error=unknown-program-ls"}, {})
+        numamix.bench_results(
+            FORKEXEC, {"lock1": "SCHEDLAB-BENCH-RESULT token=t vm=lock1 rc=127 error=unknown-program-ls"}, {}
+        )
     with pytest.raises(RunFailed, match="not base64"):
         numamix.bench_results(FORKEXEC, {"lock1": "SCHEDLAB-BENCH-RESULT token=t vm=lock1 rc=0 out=@@@"}, {})
 
@@ -126,5 +130,11 @@ def test_numa_mix_is_a_workload_with_known_options():
 
 def test_placement_must_be_known():
     with pytest.raises(RunFailed, match="guest.placement 'spread'"):
-        numamix.run(None, None, {**workloads.DEFAULTS, "variant_guest": {"placement": "spread"},
-                                 "variant": "x"}, {"vms": 2}, 1, {})
+        numamix.run(
+            None,
+            None,
+            {**workloads.DEFAULTS, "variant_guest": {"placement": "spread"}, "variant": "x"},
+            {"vms": 2},
+            1,
+            {},
+        )

@@ -4,6 +4,7 @@ Nothing here needs a Debian package: the parsers are fed recorded outputs from
 tests/data/packs, and the runner is driven by a small test pack that only runs
 `sh`. Real runs of every pack are in test_packs_local.py.
 """
+
 import json
 import os
 import subprocess
@@ -14,13 +15,28 @@ import pytest
 from schedlab import packs, store
 from schedlab.packs import __main__ as cli
 from schedlab.packs import runner
-from schedlab.packs.base import (Metric, Pack, PackError, PackOutputError, Param, cpu_sweep,
-                                 gather_facts, parse_timed, timed_argv)
+from schedlab.packs.base import (
+    Metric,
+    Pack,
+    PackError,
+    PackOutputError,
+    Param,
+    cpu_sweep,
+    gather_facts,
+    parse_timed,
+    timed_argv,
+)
 from schedlab.targets import LocalTarget, Target, TargetError, TargetTimeout
 
 DATA = Path(__file__).parent / "data" / "packs"
-FACTS = {"cpus": 4, "mem_available_mib": 8192, "mem_total_mib": 16384, "machine": "x86_64",
-         "kernel": "6.1.0-test", "uid": 0}
+FACTS = {
+    "cpus": 4,
+    "mem_available_mib": 8192,
+    "mem_total_mib": 16384,
+    "machine": "x86_64",
+    "kernel": "6.1.0-test",
+    "uid": 0,
+}
 
 
 def sample(name: str) -> str:
@@ -28,6 +44,7 @@ def sample(name: str) -> str:
 
 
 # -- registry and the shape of every pack ----------------------------------------------
+
 
 def test_registry_lists_all_packs():
     assert packs.names() == ["forkexec", "kernbench", "pbzip2", "pgbench", "sysbench_memory", "sysbench_threads"]
@@ -47,7 +64,7 @@ def test_every_pack_has_the_same_shape(name):
     assert len(names) == len(set(names))
     if p.sweep:
         assert p.sweep in names
-    resolved = p.resolve({}, FACTS)          # every default resolves
+    resolved = p.resolve({}, FACTS)  # every default resolves
     pts = p.points(resolved)
     assert pts and all(set(pt) == set(names) for pt in pts)
     ids = [p.point_id(pt) for pt in pts]
@@ -58,12 +75,27 @@ def test_every_pack_has_the_same_shape(name):
 
 
 def test_debs_list():
-    assert packs.debs() == ["bc", "bison", "flex", "gcc", "libc6-dev", "libelf-dev", "linux-source-6.1", "make",
-                            "pbzip2", "postgresql-15", "postgresql-client-15", "sysbench", "util-linux", "xz-utils"]
+    assert packs.debs() == [
+        "bc",
+        "bison",
+        "flex",
+        "gcc",
+        "libc6-dev",
+        "libelf-dev",
+        "linux-source-6.1",
+        "make",
+        "pbzip2",
+        "postgresql-15",
+        "postgresql-client-15",
+        "sysbench",
+        "util-linux",
+        "xz-utils",
+    ]
     assert packs.debs(["pgbench"]) == ["postgresql-15", "postgresql-client-15", "util-linux"]
 
 
 # -- parameters ------------------------------------------------------------------------
+
 
 def test_cpu_sweep_scales_with_the_target():
     assert cpu_sweep({"cpus": 4}) == [1, 2, 4, 8]
@@ -74,7 +106,7 @@ def test_cpu_sweep_scales_with_the_target():
 def test_defaults_scale_with_the_target():
     pg = packs.get("pgbench").resolve({}, FACTS)
     assert pg["clients"] == [1, 2, 4, 8]
-    assert pg["scale"] == 100          # 8192 MiB / 64, capped at 100
+    assert pg["scale"] == 100  # 8192 MiB / 64, capped at 100
     small = packs.get("pgbench").resolve({}, {**FACTS, "cpus": 3, "mem_available_mib": 512})
     assert small["clients"] == [1, 2, 3, 4, 6] and small["scale"] == 8
     assert packs.get("pbzip2").resolve({}, {**FACTS, "mem_available_mib": 512})["size_mb"] == 64
@@ -110,6 +142,7 @@ def test_points_and_ids():
 
 # -- parsers: recorded real outputs and recorded bad ones ----------------------------------
 
+
 def test_parse_pgbench():
     p = packs.get("pgbench")
     assert p.parse(sample("pgbench.ok.txt")) == {"tps": 1341.259079, "latency_avg_ms": 2.982}
@@ -127,8 +160,10 @@ def test_parse_sysbench():
     m = packs.get("sysbench_memory").parse(sample("sysbench_memory.ok.txt"))
     assert m == {"mib_per_s": 20032.21, "ops_per_s": 20032.21}
     # sysbench pads small rates: "( 8637.05 per second)" (seen here under load)
-    assert packs.get("sysbench_memory").parse(sample("sysbench_memory.padded.txt")) == \
-        {"mib_per_s": 8637.05, "ops_per_s": 8637.05}
+    assert packs.get("sysbench_memory").parse(sample("sysbench_memory.padded.txt")) == {
+        "mib_per_s": 8637.05,
+        "ops_per_s": 8637.05,
+    }
     with pytest.raises(PackOutputError, match="MiB transferred"):
         packs.get("sysbench_memory").parse(sample("sysbench_memory.garbage.txt"), "r")
     t = packs.get("sysbench_threads").parse(sample("sysbench_threads.ok.txt"))
@@ -177,6 +212,7 @@ def test_check_metrics_rejects_missing_and_negative():
 
 # -- the local target --------------------------------------------------------------------
 
+
 def test_local_target_protocol(tmp_path):
     t = LocalTarget()
     assert isinstance(t, Target) and t.name.startswith("local:")
@@ -211,13 +247,17 @@ def test_local_target_timeout_kills_the_process_group():
 
 def test_timed_wrapper_runs_on_the_target(tmp_path):
     t = LocalTarget()
-    out = t.run(timed_argv(["sh", "-c", "echo hi; echo err >&2"], str(tmp_path), str(tmp_path / "o"),
-                           str(tmp_path / "e")), timeout=10).stdout
+    out = t.run(
+        timed_argv(["sh", "-c", "echo hi; echo err >&2"], str(tmp_path), str(tmp_path / "o"), str(tmp_path / "e")),
+        timeout=10,
+    ).stdout
     assert parse_timed(out, "r")["elapsed_s"] > 0
     assert (tmp_path / "o").read_text() == "hi\n" and (tmp_path / "e").read_text() == "err\n"
     with pytest.raises(TargetError) as e:
-        t.run(timed_argv(["sh", "-c", "echo broken >&2; exit 4"], str(tmp_path), "/dev/null",
-                         str(tmp_path / "e")), timeout=10)
+        t.run(
+            timed_argv(["sh", "-c", "echo broken >&2; exit 4"], str(tmp_path), "/dev/null", str(tmp_path / "e")),
+            timeout=10,
+        )
     assert "broken" in str(e.value)
 
 
@@ -228,15 +268,20 @@ def test_gather_facts():
 
 # -- the runner, with a test pack that needs nothing but sh ----------------------------------
 
+
 class EchoPack(Pack):
     """Prints a value with sh; `value=garbage` makes it print something unparsable."""
+
     name = "echo"
     description = measures = "test pack"
     debs = ()
     tools = ("sh",)
     sweep = "n"
-    params = (Param("n", "ints", lambda f: [1, 2], "sweep"), Param("value", "str", "1.5", "printed value"),
-              Param("status", "int", 0, "exit status of the benchmark command"))
+    params = (
+        Param("n", "ints", lambda f: [1, 2], "sweep"),
+        Param("value", "str", "1.5", "printed value"),
+        Param("status", "int", 0, "exit status of the benchmark command"),
+    )
     metrics = (Metric("value", "s", False),)
 
     def __init__(self):
@@ -249,11 +294,21 @@ class EchoPack(Pack):
 
     def run_once(self, ctx, point, seed, run_id):
         self.calls.append(f"run n={point['n']}")
-        return ctx.run(["sh", "-c", 'echo "value: $1"; echo "some trouble" >&2; exit "$2"', "sh", point["value"],
-                        str(point["status"])], timeout=10).stdout
+        return ctx.run(
+            [
+                "sh",
+                "-c",
+                'echo "value: $1"; echo "some trouble" >&2; exit "$2"',
+                "sh",
+                point["value"],
+                str(point["status"]),
+            ],
+            timeout=10,
+        ).stdout
 
     def parse(self, output, run_id="-"):
         from schedlab.packs.base import number
+
         return {"value": number(output, r"^value: ([\d.]+)$", run_id, "'value: N' line")}
 
     def cleanup(self, ctx):
@@ -268,15 +323,15 @@ def echo_pack(monkeypatch):
 
 
 def test_runner_writes_valid_records(tmp_path, echo_pack):
-    paths = runner.run_pack("echo", {}, LocalTarget(), reps=2, warmup=1, out_dir=tmp_path, seed=7,
-                            log=open(os.devnull, "w"))
+    paths = runner.run_pack(
+        "echo", {}, LocalTarget(), reps=2, warmup=1, out_dir=tmp_path, seed=7, log=open(os.devnull, "w")
+    )
     assert len(paths) == 6 and all(p.parent == tmp_path / "raw" / "local" / "pack-echo" for p in paths)
     assert store.verify(tmp_path) == {}
     recs = [json.loads(p.read_text()) for p in paths]
     assert [r["warmup"] for r in recs] == [True, True, False, False, False, False]
     assert {r["point_id"] for r in recs} == {"n-1", "n-2"}
-    assert all(r["testbed"] == "local" and r["study"] == "pack-echo" and r["metrics"] == {"value": 1.5}
-               for r in recs)
+    assert all(r["testbed"] == "local" and r["study"] == "pack-echo" and r["metrics"] == {"value": 1.5} for r in recs)
     assert recs[0]["provenance"]["testbed"]["pack"]["metrics"]["value"]["better"] == "lower"
     assert [r["run_order"]["index"] for r in recs] == list(range(6))
     assert echo_pack.calls[0] == "prepare" and echo_pack.calls[-1] == "cleanup"
@@ -285,20 +340,30 @@ def test_runner_writes_valid_records(tmp_path, echo_pack):
     assert not os.path.exists(workdir)
     # a second run reuses every record and does not even prepare
     echo_pack.calls.clear()
-    again = runner.run_pack("echo", {}, LocalTarget(), reps=2, warmup=1, out_dir=tmp_path, seed=7,
-                            log=open(os.devnull, "w"))
+    again = runner.run_pack(
+        "echo", {}, LocalTarget(), reps=2, warmup=1, out_dir=tmp_path, seed=7, log=open(os.devnull, "w")
+    )
     assert again == paths and echo_pack.calls == []
     # one more repetition: only the new runs are made
-    more = runner.run_pack("echo", {}, LocalTarget(), reps=3, warmup=1, out_dir=tmp_path, seed=7,
-                           log=open(os.devnull, "w"))
+    more = runner.run_pack(
+        "echo", {}, LocalTarget(), reps=3, warmup=1, out_dir=tmp_path, seed=7, log=open(os.devnull, "w")
+    )
     assert more[:6] == paths and len(more) == 8
     assert sorted(c for c in echo_pack.calls if c.startswith("run")) == ["run n=1", "run n=2"]
 
 
 def test_runner_malformed_output_writes_no_record(tmp_path, echo_pack):
     with pytest.raises(PackOutputError) as e:
-        runner.run_pack("echo", {"value": "garbage"}, LocalTarget(), reps=1, warmup=0, out_dir=tmp_path,
-                        seed=1, log=open(os.devnull, "w"))
+        runner.run_pack(
+            "echo",
+            {"value": "garbage"},
+            LocalTarget(),
+            reps=1,
+            warmup=0,
+            out_dir=tmp_path,
+            seed=1,
+            log=open(os.devnull, "w"),
+        )
     assert e.value.run_id.startswith("default_n-") and e.value.offending_text == "value: garbage\n"
     folder = tmp_path / "raw" / "local" / "pack-echo"
     assert not list(folder.glob("*")) if folder.exists() else True
@@ -324,15 +389,22 @@ def test_runner_with_a_garbled_real_tool(tmp_path):
     if not _have("sysbench"):
         pytest.skip("sysbench not installed (Debian package sysbench)")
     with pytest.raises(PackOutputError) as e:
-        runner.run_pack("sysbench_memory", {"threads": "1", "time": "1"}, GarbledTarget("sysbench"),
-                        reps=1, warmup=0, out_dir=tmp_path, seed=1, log=open(os.devnull, "w"))
+        runner.run_pack(
+            "sysbench_memory",
+            {"threads": "1", "time": "1"},
+            GarbledTarget("sysbench"),
+            reps=1,
+            warmup=0,
+            out_dir=tmp_path,
+            seed=1,
+            log=open(os.devnull, "w"),
+        )
     assert "stack smashing" in e.value.offending_text and e.value.run_id.startswith("default_threads-1_r00_")
     assert not list(tmp_path.rglob("*.json"))
 
 
 def test_cli_malformed_output_exit_status(tmp_path, echo_pack, capsys):
-    rc = cli.main(["run", "echo", "--param", "value=garbage", "--reps", "1", "--warmup", "0",
-                   "--out", str(tmp_path)])
+    rc = cli.main(["run", "echo", "--param", "value=garbage", "--reps", "1", "--warmup", "0", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc == 3
     assert "error: run default_n-1_r00_" in err or "error: run default_n-2_r00_" in err
@@ -348,20 +420,37 @@ def test_cli_failing_tool_exit_status(tmp_path, echo_pack, capsys):
 
 
 def test_cli_runs_and_prints_records(tmp_path, echo_pack, capsys):
-    rc = cli.main(["run", "echo", "--param", "n=3", "--reps", "2", "--warmup", "0", "--out", str(tmp_path),
-                   "--variant", "kernel-a"])
+    rc = cli.main(
+        [
+            "run",
+            "echo",
+            "--param",
+            "n=3",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--out",
+            str(tmp_path),
+            "--variant",
+            "kernel-a",
+        ]
+    )
     out = capsys.readouterr().out.split()
     assert rc == 0 and len(out) == 2 and all(Path(p).exists() and "kernel-a_n-3_" in p for p in out)
 
 
-@pytest.mark.parametrize("args, msg", [
-    (["run", "echo", "--param", "oops"], "expected KEY=VALUE"),
-    (["run", "echo", "--param", "nn=1"], "unknown parameter"),
-    (["run", "echo", "--target", "dom0"], "unknown target"),
-    (["run", "echo", "--reps", "0"], "need reps >= 1"),
-    (["run", "echo", "--variant", "a/b"], "variant 'a/b'"),
-    (["run", "nope"], "unknown pack"),
-])
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["run", "echo", "--param", "oops"], "expected KEY=VALUE"),
+        (["run", "echo", "--param", "nn=1"], "unknown parameter"),
+        (["run", "echo", "--target", "dom0"], "unknown target"),
+        (["run", "echo", "--reps", "0"], "need reps >= 1"),
+        (["run", "echo", "--variant", "a/b"], "variant 'a/b'"),
+        (["run", "nope"], "unknown pack"),
+    ],
+)
 def test_cli_usage_errors(tmp_path, echo_pack, capsys, args, msg):
     assert cli.main(args + ["--out", str(tmp_path)]) == 2
     assert msg in capsys.readouterr().err
@@ -377,8 +466,13 @@ def test_cli_list_and_debs(capsys):
 
 def test_cli_as_a_module(tmp_path):
     import sys
-    r = subprocess.run([sys.executable, "-m", "schedlab.packs", "run", "nope", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=60)
+
+    r = subprocess.run(
+        [sys.executable, "-m", "schedlab.packs", "run", "nope", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "unknown pack 'nope'" in r.stderr
 
 
@@ -388,10 +482,12 @@ def test_missing_tool_names_the_debian_package(tmp_path, monkeypatch):
             if argv[:2] == ["sh", "-c"] and "command -v" in argv[2]:
                 return subprocess.CompletedProcess(argv, 0, "pbzip2\n", "")
             return super().run(argv, timeout=timeout, input=input, check=check)
+
     with pytest.raises(PackError, match=r"pbzip2 not found on target .* \(Debian packages: pbzip2\)"):
         runner.run_pack("pbzip2", {}, NoTools(), reps=1, warmup=0, out_dir=tmp_path, seed=1)
 
 
 def _have(tool):
     import shutil
+
     return shutil.which(tool) is not None

@@ -4,6 +4,7 @@ same runner the CLI uses; the records must validate.
 Each test skips, naming the Debian package, when its tool is missing;
 `make test` installs them (see docs/packs.md for the list).
 """
+
 import json
 import os
 import shutil
@@ -71,6 +72,7 @@ def test_pbzip2(tmp_path):
     prepared = recs[0]["provenance"]["testbed"]["pack"]["prepared"]
     # the input is a function of (size, seed) only
     from schedlab.packs.pbzip2 import write_input
+
     assert write_input(str(tmp_path / "again"), 4 << 20, 3) == prepared["input_sha256"]
 
 
@@ -97,8 +99,7 @@ def test_forkexec_on_a_target_without_cc(tmp_path):
 
 def _postgres_running_in(dirs):
     ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
-    return [line for line in ps.splitlines()
-            if not line.startswith("Z") and any(d in line for d in dirs)]
+    return [line for line in ps.splitlines() if not line.startswith("Z") and any(d in line for d in dirs)]
 
 
 def test_pgbench(tmp_path):
@@ -124,8 +125,16 @@ def test_pgbench_stops_the_server_on_bad_output(tmp_path):
     target = Garbled()
     with pytest.raises(PackOutputError) as e:
         with open(os.devnull, "w") as log:
-            runner.run_pack("pgbench", {"scale": "1", "duration": "1", "clients": "1"}, target, reps=1,
-                            warmup=0, out_dir=tmp_path, seed=1, log=log)
+            runner.run_pack(
+                "pgbench",
+                {"scale": "1", "duration": "1", "clients": "1"},
+                target,
+                reps=1,
+                warmup=0,
+                out_dir=tmp_path,
+                seed=1,
+                log=log,
+            )
     assert "out of cheese" in e.value.offending_text
     assert target.server_seen, "the server was running during the run"
     assert not _postgres_running_in(target.made), "server left running"
@@ -134,9 +143,9 @@ def test_pgbench_stops_the_server_on_bad_output(tmp_path):
 
 
 def test_kernbench(tmp_path):
-    need("make", "cc", "flex", "bison", "bc", "xz", KERNEL_TARBALL,
-         debs=packs.get("kernbench").debs)
+    need("make", "cc", "flex", "bison", "bc", "xz", KERNEL_TARBALL, debs=packs.get("kernbench").debs)
     from schedlab.packs.kernbench import TEST_EXTRACT
+
     (rec,) = run("kernbench", {"jobs": "2", "make_target": "scripts_basic", "extract": TEST_EXTRACT}, tmp_path)
     assert rec["metrics"]["elapsed_s"] > 0
     assert len(rec["provenance"]["testbed"]["pack"]["prepared"]["config_sha256"]) == 64

@@ -6,6 +6,7 @@ the native image are cached, or with SCHEDLAB_QEMU_TESTS=1 (then a missing image
 a missing kernel is not: building one takes 10-25 min, so the tests skip and say how).
 Budget: one boot (~30-60 s under TCG) and two short pbzip2 repetitions, ~2-4 min.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,13 +20,13 @@ import yaml
 
 from schedlab import store
 from schedlab.builds import kernel as kb
+from schedlab.builds import native as ni
+from schedlab.core.testbed import RunFailed
 from schedlab.host import Host, HostError
 from schedlab.packs import PackOutputError, runner
 from schedlab.packs import __main__ as cli
 from schedlab.packs import targets as pack_targets
-from schedlab.builds import native as ni
 from schedlab.testbeds import qemu_native as qn
-from schedlab.core.testbed import RunFailed
 
 REPO = Path(__file__).resolve().parents[1]
 FORCED = os.environ.get("SCHEDLAB_QEMU_TESTS") in ("1", "all")
@@ -42,24 +43,28 @@ def _kernel():
 def needs_native(f):
     # a native boot plus pack runs (minutes under TCG): with the long qemu tests, which build
     # what they boot (the kernel: 10-25 min once)
-    f = pytest.mark.skipif(os.environ.get("SCHEDLAB_QEMU_TESTS") != "all",
-                           reason="native boot test: set SCHEDLAB_QEMU_TESTS=all")(f)
+    f = pytest.mark.skipif(
+        os.environ.get("SCHEDLAB_QEMU_TESTS") != "all", reason="native boot test: set SCHEDLAB_QEMU_TESTS=all"
+    )(f)
     return pytest.mark.qemu(pytest.mark.usefixtures("native_prerequisites")(f))
 
 
 @pytest.fixture(scope="session")
 def native_prerequisites():
     if shutil.which("qemu-system-x86_64") is None:
-        pytest.fail("SCHEDLAB_QEMU_TESTS=all: qemu-system-x86_64 not installed (make deps-test installs it)",
-                    pytrace=False)
+        pytest.fail(
+            "SCHEDLAB_QEMU_TESTS=all: qemu-system-x86_64 not installed (make deps-test installs it)", pytrace=False
+        )
     if not ni.image_cached() and os.geteuid() != 0:
         pytest.fail("SCHEDLAB_QEMU_TESTS=all: building the native image needs root (debootstrap)", pytrace=False)
     try:
         kb.build_kernel(CONFIG, build=True)
         ni.image(build=True)
     except (kb.KernelBuildError, RuntimeError, OSError) as e:
-        pytest.fail(f"SCHEDLAB_QEMU_TESTS=all: building kernel {CONFIG} / the native image failed: "
-                    f"{str(e).splitlines()[0]}", pytrace=False)
+        pytest.fail(
+            f"SCHEDLAB_QEMU_TESTS=all: building kernel {CONFIG} / the native image failed: {str(e).splitlines()[0]}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -93,17 +98,24 @@ def test_every_study_variant_names_a_kernel_fragment(s2native):
 def test_qemu_argv(tmp_path):
     class K:
         name, key, bzimage = "pvspin-y", "k" * 16, tmp_path / "bzImage"
-    class I:
+
+    class Img:
         disk, identity, known_hosts = tmp_path / "disk.img", tmp_path / "id", tmp_path / "kh"
+
     cfg = {"accel": "tcg,thread=multi", "cpu": "Haswell-noTSX", "smp": 2, "memory_mb": 2048}
-    vm = qn.NativeVM(K, I, qn.cmdline_for("nopvspin"), cfg, tmp_path / "run")
+    vm = qn.NativeVM(K, Img, qn.cmdline_for("nopvspin"), cfg, tmp_path / "run")
     argv = vm.argv()
     assert argv[:3] == ["nice", "-n", "10"]
-    for a, b in (("-cpu", "Haswell-noTSX"), ("-smp", "2"), ("-m", "2048"), ("-kernel", str(K.bzimage)),
-                 ("-append", qn.cmdline_for("nopvspin"))):
+    for a, b in (
+        ("-cpu", "Haswell-noTSX"),
+        ("-smp", "2"),
+        ("-m", "2048"),
+        ("-kernel", str(K.bzimage)),
+        ("-append", qn.cmdline_for("nopvspin")),
+    ):
         assert argv[argv.index(a) + 1] == b
     assert any(x.startswith("user,id=n0,hostfwd=tcp:127.0.0.1:") for x in argv)
-    assert vm.host.host_key_alias == ni.HOST_KEY_ALIAS and vm.host.known_hosts == I.known_hosts
+    assert vm.host.host_key_alias == ni.HOST_KEY_ALIAS and vm.host.known_hosts == Img.known_hosts
 
 
 def test_target_specs():
@@ -119,8 +131,9 @@ def test_target_specs():
 
 def test_cli_reports_ssh_failure_clearly(tmp_path, capsys):
     # nothing listens on port 1: ssh fails; the CLI says so and exits 1 (no traceback)
-    rc = cli.main(["run", "pbzip2", "--target", "ssh:root@127.0.0.1:1", "--reps", "1", "--warmup", "0",
-                   "--out", str(tmp_path)])
+    rc = cli.main(
+        ["run", "pbzip2", "--target", "ssh:root@127.0.0.1:1", "--reps", "1", "--warmup", "0", "--out", str(tmp_path)]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "error: on target ssh:root@127.0.0.1:1" in err and "ssh failed" in err
     assert not list(tmp_path.rglob("*.json"))
@@ -135,9 +148,11 @@ def test_deadline_target_caps_timeouts():
     class H:
         def run(self, argv, timeout=60, input=None, check=True):
             return timeout
+
     t = qn.DeadlineTarget(H(), "x")
     assert t.run(["true"], timeout=50) == 50
     import time
+
     t.deadline = time.monotonic() + 5
     assert t.run(["true"], timeout=7200) <= 5
     t.deadline = time.monotonic() - 1
@@ -152,15 +167,21 @@ def test_deadline_target_retries_ssh_that_never_started():
         def run(self, argv, timeout=60, input=None, check=True):
             H.calls += 1
             if H.calls < 3:
-                raise HostError("ssh failed", subprocess.CompletedProcess(argv, 255, "",
-                                                                           "ssh: connect to host 127.0.0.1 port 1: Connection refused"))
+                raise HostError(
+                    "ssh failed",
+                    subprocess.CompletedProcess(
+                        argv, 255, "", "ssh: connect to host 127.0.0.1 port 1: Connection refused"
+                    ),
+                )
             return "ok"
+
     assert qn.DeadlineTarget(H(), "x").run(["true"]) == "ok" and H.calls == 3
 
     class Started:
         def run(self, argv, timeout=60, input=None, check=True):
             raise HostError("exit 2", subprocess.CompletedProcess(argv, 2, "", "make: *** Error 2"))
-    with pytest.raises(HostError, match="exit 2"):       # a command that ran and failed is not retried
+
+    with pytest.raises(HostError, match="exit 2"):  # a command that ran and failed is not retried
         qn.DeadlineTarget(Started(), "x").run(["make"])
 
 
@@ -216,8 +237,17 @@ def test_native_boot_checks_what_booted(native_target):
 @needs_native
 def test_pack_over_native_target_writes_a_valid_record(native_target, tmp_path):
     pytest.importorskip("jsonschema")
-    paths = runner.run_pack("pbzip2", {"threads": "2", "size_mb": "1"}, native_target, reps=1, warmup=0,
-                            out_dir=tmp_path, seed=3, variant=CONFIG, log=open(os.devnull, "w"))
+    paths = runner.run_pack(
+        "pbzip2",
+        {"threads": "2", "size_mb": "1"},
+        native_target,
+        reps=1,
+        warmup=0,
+        out_dir=tmp_path,
+        seed=3,
+        variant=CONFIG,
+        log=open(os.devnull, "w"),
+    )
     assert len(paths) == 1 and paths[0].parent == tmp_path / "raw" / "qemu" / "pack-pbzip2"
     assert store.verify(tmp_path) == {}
     rec = json.loads(paths[0].read_text())
@@ -225,14 +255,25 @@ def test_pack_over_native_target_writes_a_valid_record(native_target, tmp_path):
     assert rec["provenance"]["testbed"]["target"] == f"qemu-native:{CONFIG}"
     assert rec["provenance"]["testbed"]["facts"]["kernel"] == _kernel().meta["kernelrelease"]
     # the scratch directory in the guest is gone
-    assert native_target.run(["sh", "-c", "ls -d /tmp/schedlab.* 2>/dev/null | wc -l"], timeout=30).stdout.strip() == "0"
+    assert (
+        native_target.run(["sh", "-c", "ls -d /tmp/schedlab.* 2>/dev/null | wc -l"], timeout=30).stdout.strip() == "0"
+    )
 
 
 @needs_native
 def test_malformed_output_over_native_target_names_the_run_and_writes_no_record(native_target, tmp_path):
     with pytest.raises(PackOutputError) as e:
-        runner.run_pack("pbzip2", {"threads": "1", "size_mb": "1"}, Garbled(native_target), reps=1, warmup=0,
-                        out_dir=tmp_path, seed=4, variant=CONFIG, log=open(os.devnull, "w"))
+        runner.run_pack(
+            "pbzip2",
+            {"threads": "1", "size_mb": "1"},
+            Garbled(native_target),
+            reps=1,
+            warmup=0,
+            out_dir=tmp_path,
+            seed=4,
+            variant=CONFIG,
+            log=open(os.devnull, "w"),
+        )
     assert e.value.run_id.startswith(f"{CONFIG}_threads-1_r00_") and e.value.run_id in str(e.value)
     assert "stack smashing" in e.value.offending_text
     assert not list(tmp_path.rglob("*.json"))

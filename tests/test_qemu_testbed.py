@@ -8,13 +8,14 @@ is needed); with SCHEDLAB_QEMU_TESTS=1 and no cache it builds them first (root,
 debootstrap, network). At most one QEMU runs at a time: each booting test closes the
 shared testbed first.
 """
+
 from __future__ import annotations
 
 import copy
-import json
-import re
 import datetime as dt
+import json
 import os
+import re
 import shutil
 import signal
 import threading
@@ -24,8 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from schedlab.host import Host
 from schedlab.builds import images as qi
+from schedlab.host import Host
 
 REPO = Path(__file__).resolve().parents[1]
 FORCED = os.environ.get("SCHEDLAB_QEMU_TESTS") in ("1", "all")
@@ -37,10 +38,10 @@ def needs_qemu(f):
     only when the images are already cached."""
     if FORCED:
         return pytest.mark.qemu(pytest.mark.usefixtures("qemu_prerequisites")(f))
-    f = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
-                           reason="qemu-system-x86_64 not installed")(f)
-    f = pytest.mark.skipif(not qi.images_cached(),
-                           reason="qemu testbed: set SCHEDLAB_QEMU_TESTS=1 or build the images first")(f)
+    f = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="qemu-system-x86_64 not installed")(f)
+    f = pytest.mark.skipif(
+        not qi.images_cached(), reason="qemu testbed: set SCHEDLAB_QEMU_TESTS=1 or build the images first"
+    )(f)
     return pytest.mark.qemu(f)
 
 
@@ -48,19 +49,25 @@ def needs_qemu(f):
 def qemu_prerequisites():
     missing = [t for t in ("qemu-system-x86_64", "debootstrap", "mkfs.ext4", "cpio", "ssh") if not shutil.which(t)]
     if missing:
-        pytest.fail(f"SCHEDLAB_QEMU_TESTS asks for the qemu tests, but {', '.join(missing)} is not installed "
-                    "(make deps-test installs it as root)", pytrace=False)
+        pytest.fail(
+            f"SCHEDLAB_QEMU_TESTS asks for the qemu tests, but {', '.join(missing)} is not installed "
+            "(make deps-test installs it as root)",
+            pytrace=False,
+        )
     if not qi.images_cached() and os.geteuid() != 0:
-        pytest.fail("SCHEDLAB_QEMU_TESTS asks for the qemu tests; building their dom0 image needs root "
-                    "(debootstrap): run as root once, or build it with `python -m schedlab.builds.images`",
-                    pytrace=False)
+        pytest.fail(
+            "SCHEDLAB_QEMU_TESTS asks for the qemu tests; building their dom0 image needs root "
+            "(debootstrap): run as root once, or build it with `python -m schedlab.builds.images`",
+            pytrace=False,
+        )
 
 
 def needs_qemu_all(f):
     """The long qemu tests (S0, S2, killing QEMU; ~25 min on 2 cores): only with
     SCHEDLAB_QEMU_TESTS=all, so `make test` stays within its budget with the S1 one."""
-    f = pytest.mark.skipif(os.environ.get("SCHEDLAB_QEMU_TESTS") != "all",
-                           reason="long qemu test: set SCHEDLAB_QEMU_TESTS=all")(f)
+    f = pytest.mark.skipif(
+        os.environ.get("SCHEDLAB_QEMU_TESTS") != "all", reason="long qemu test: set SCHEDLAB_QEMU_TESTS=all"
+    )(f)
     return needs_qemu(pytest.mark.slow(f))
 
 
@@ -72,6 +79,7 @@ def s1():
 @pytest.fixture(scope="module")
 def testbed():
     from schedlab.testbeds.qemu import QemuTestbed
+
     tb = QemuTestbed(build=FORCED, duration_s=3, reuse_vm=True)
     yield tb
     tb.close()
@@ -91,11 +99,18 @@ def test_numa_argv():
     """Fast, always runs: QEMU's -numa arguments for S4's emulated 2-node host."""
     from schedlab.core.testbed import RunFailed
     from schedlab.testbeds.qemu import numa_argv
+
     assert numa_argv(1, 2, 2048) == []
-    assert numa_argv(2, 2, 3072) == ["-object", "memory-backend-ram,id=mem0,size=1536M",
-                                     "-numa", "node,nodeid=0,cpus=0,memdev=mem0",
-                                     "-object", "memory-backend-ram,id=mem1,size=1536M",
-                                     "-numa", "node,nodeid=1,cpus=1,memdev=mem1"]
+    assert numa_argv(2, 2, 3072) == [
+        "-object",
+        "memory-backend-ram,id=mem0,size=1536M",
+        "-numa",
+        "node,nodeid=0,cpus=0,memdev=mem0",
+        "-object",
+        "memory-backend-ram,id=mem1,size=1536M",
+        "-numa",
+        "node,nodeid=1,cpus=1,memdev=mem1",
+    ]
     assert "node,nodeid=1,cpus=2-3,memdev=mem1" in numa_argv(2, 4, 4096)
     with pytest.raises(RunFailed, match="must divide"):
         numa_argv(2, 3, 2048)
@@ -108,7 +123,7 @@ def test_s1_corun_end_to_end(testbed, s1):
     assert desc["xen_debian"]["package"] == "xen-hypervisor-4.17-amd64"
     r = testbed.run_once(s1, "fixed", {"mode": "corun"}, seed=1)
     assert r.counters["booted"]["xen_scheduler"] == "credit"
-    assert "booted" not in testbed.describe()     # per run, not per process (a study boots several builds)
+    assert "booted" not in testbed.describe()  # per run, not per process (a study boots several builds)
     assert r.metrics["throughput_mbps"] > 0
     assert r.metrics["latency_us"] > 0
     assert r.counters["xen_scheduler"] == "credit"
@@ -120,6 +135,7 @@ def test_cached_xen_builds_identify_themselves(testbed):
     """Every Xen in the qemu cache (after the S1 test: Debian's and our source build) yields
     the version and build-id `xl info` will show, which the lab driver checks at boot."""
     from schedlab.builds import lab as lb
+
     testbed.images()
     found = sorted(qi.cache_root().glob("xen*/*/xen"))
     assert {json.loads((x.parent / "meta.json").read_text())["source"] for x in found} >= {"debian-package"}
@@ -136,8 +152,10 @@ def test_unbuilt_patch_series_fails_cleanly(testbed, s1, tmp_path, monkeypatch):
     """A testbed that may not build says which series is missing and how to build it. The
     series is a copy of boost-bug with a unique trailer, so no cache ever holds it."""
     import uuid
+
     from schedlab.core.testbed import RunFailed
     from schedlab.testbeds.qemu import QemuTestbed
+
     series = tmp_path / "patches" / "probe"
     series.mkdir(parents=True)
     for p in sorted((qi.PATCH_DIR / "boost-bug").glob("*.patch")):
@@ -145,7 +163,7 @@ def test_unbuilt_patch_series_fails_cleanly(testbed, s1, tmp_path, monkeypatch):
     monkeypatch.setattr(qi, "PATCH_DIR", series.parent)
     study = copy.deepcopy(s1)
     study["variants"]["bug"]["xen"]["patches"] = "probe"
-    testbed.images()                      # built (once) by the opted-in fixture testbed
+    testbed.images()  # built (once) by the opted-in fixture testbed
     tb = QemuTestbed(build=False, duration_s=3)
     with pytest.raises(RunFailed, match="'probe' not built"):
         tb.run_once(study, "bug", {"mode": "alone"}, seed=1)
@@ -156,11 +174,17 @@ def test_unbuilt_patch_series_fails_cleanly(testbed, s1, tmp_path, monkeypatch):
 def _tiny_s2(runs: int = 2) -> dict:
     """S2 cut down to one variant, one point, `runs` runs, no warm-up, short measurements."""
     from schedlab import config
+
     study = copy.deepcopy(config.load_study("s2"))
     study["variants"] = {"pv": study["variants"]["pv"]}
     study["baseline"] = "pv"
-    study["testbeds"]["qemu"] = {"axes": {"overcommit": [1]}, "runs": runs, "warmup": 0, "retries": 2,
-                                 "options": {"storm_duration_s": 6, "lock_vms_booted": 1}}
+    study["testbeds"]["qemu"] = {
+        "axes": {"overcommit": [1]},
+        "runs": runs,
+        "warmup": 0,
+        "retries": 2,
+        "options": {"storm_duration_s": 6, "lock_vms_booted": 1},
+    }
     return study
 
 
@@ -170,7 +194,8 @@ def test_s2_lockstorm_end_to_end(testbed):
     spinlock kind the boot option asks for, and both metrics come back."""
     from schedlab import config
     from schedlab.testbeds.qemu import QemuTestbed
-    testbed.close()                                     # one QEMU at a time
+
+    testbed.close()  # one QEMU at a time
     s2 = copy.deepcopy(config.load_study("s2"))
     s2["testbeds"]["qemu"]["options"]["storm_duration_s"] = 4
     tb = QemuTestbed(build=FORCED)
@@ -191,6 +216,7 @@ def test_s0_lockwork_end_to_end(testbed):
     of the 3 booted, one small fixed build each."""
     from schedlab import config
     from schedlab.testbeds.qemu import QemuTestbed
+
     testbed.close()
     s0 = copy.deepcopy(config.load_study("s0"))
     s0["testbeds"]["qemu"]["options"]["lock_ops"] = 2000
@@ -212,6 +238,7 @@ def test_s3_bursts_and_xentrace_end_to_end(testbed):
     xentrace in dom0; the guests' vCPUs show up in the trace with run time on the pCPUs."""
     from schedlab import config
     from schedlab.testbeds.qemu import QemuTestbed
+
     testbed.close()
     s3 = copy.deepcopy(config.load_study("s3"))
     s3["testbeds"]["qemu"]["options"] = {"burst_duration_s": 4}
@@ -219,7 +246,7 @@ def test_s3_bursts_and_xentrace_end_to_end(testbed):
     try:
         r = tb.run_once(s3, "d1000", {"vms": 2}, seed=1)
         assert "vcpu_migration_delay=1000" in r.counters["booted"]["xen_commandline"]
-        assert r.counters["migration_delay_us"] == 1000      # what credit1 says it uses
+        assert r.counters["migration_delay_us"] == 1000  # what credit1 says it uses
         assert r.metrics["throughput"] > 0 and r.metrics["migrations"] >= 0
         assert set(r.counters["per_vcpu"]) == {"lock1/0", "lock1/1", "lock2/0", "lock2/1"}
         ran = [sum(v["run_ticks_by_pcpu"].values()) for v in r.counters["per_vcpu"].values()]
@@ -235,6 +262,7 @@ def test_two_numa_nodes_boot(testbed):
     (the boot check compares xl info's nr_nodes with the option)."""
     from schedlab import config
     from schedlab.testbeds.qemu import QemuTestbed
+
     testbed.close()
     s3 = copy.deepcopy(config.load_study("s3"))
     tb = QemuTestbed(build=FORCED, numa_nodes=2, memory_mb=3072)
@@ -242,7 +270,7 @@ def test_two_numa_nodes_boot(testbed):
         info = tb.boot_check(s3, "d0")
         assert info["nr_nodes"] == "2" and info["nr_cpus"] == "2"
         topo = tb._vm.host.run(["xl", "info", "-n"], timeout=60).stdout
-        assert re.search(r"^\s*1:\s+\d+\s+\d+\s+1\s*$", topo, re.M), topo   # cpu 1 (core, socket) on node 1
+        assert re.search(r"^\s*1:\s+\d+\s+\d+\s+1\s*$", topo, re.M), topo  # cpu 1 (core, socket) on node 1
     finally:
         tb.close()
 
@@ -254,6 +282,7 @@ def test_s4_numa_mix_end_to_end(testbed):
     time on the home node from Xen's trace (pinned: all of it)."""
     from schedlab import config
     from schedlab.testbeds.qemu import QemuTestbed
+
     testbed.close()
     s4 = copy.deepcopy(config.load_study("s4"))
     s4["testbeds"]["qemu"]["options"].update(lock_vms_booted=2, numa_phase_s=3, numa_forkexec_iterations=10)
@@ -267,7 +296,7 @@ def test_s4_numa_mix_end_to_end(testbed):
         assert 0 < r.metrics["home_share"] <= 100
         assert r.metrics["bursts"] > 0 and r.metrics["sysbench"] > 0 and r.metrics["lmbench"] > 0
         assert "MiB transferred" in c["phases"]["sysbench"]["output"]["lock1"]
-        p = tb.run_once(s4, "pinned", {"vms": 2}, seed=2)        # same boot, same guests
+        p = tb.run_once(s4, "pinned", {"vms": 2}, seed=2)  # same boot, same guests
         assert p.counters["boot"]["runs_in_boot"] == 2 and not p.counters.get("guest_start_seconds", {}).get("lock1")
         assert p.metrics["home_share"] == 100.0
     finally:
@@ -283,14 +312,16 @@ def test_qemu_killed_mid_run(testbed, tmp_path, monkeypatch):
     from schedlab.run import run_study
     from schedlab.testbeds.qemu import QemuTestbed
     from schedlab.workloads import xl
+
     testbed.close()
     study = _tiny_s2(runs=2)
     measuring = threading.Event()
     orig = xl.Domains.console_send
 
-    def send(self, ttys, line):          # the trigger that starts a measurement in the guests
+    def send(self, ttys, line):  # the trigger that starts a measurement in the guests
         orig(self, ttys, line)
         measuring.set()
+
     monkeypatch.setattr(xl.Domains, "console_send", send)
     tb = QemuTestbed(build=FORCED)
     out: dict = {}
@@ -298,8 +329,9 @@ def test_qemu_killed_mid_run(testbed, tmp_path, monkeypatch):
     def work():
         try:
             out["entries"] = run_study(study, "qemu", tmp_path, 7, tb, log=open(os.devnull, "w"))
-        except BaseException as e:       # noqa: BLE001 - reported by the main thread
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
             out["error"] = e
+
     t = threading.Thread(target=work, daemon=True)
     t.start()
     try:

@@ -1,7 +1,7 @@
 """Rules of the repository itself."""
+
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from conftest import BIN, ROOT
@@ -12,21 +12,22 @@ def test_notebooks_are_committed_without_outputs():
     assert len(nbs) == 8  # one per study table (S2 has two), the agreement table, the mechanism figure
     for nb in nbs:
         data = json.loads(nb.read_text())
-        assert all(not c.get("outputs") and c.get("execution_count") is None
-                   for c in data["cells"] if c["cell_type"] == "code"), nb
+        assert all(
+            not c.get("outputs") and c.get("execution_count") is None for c in data["cells"] if c["cell_type"] == "code"
+        ), nb
         params = [c for c in data["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
         assert len(params) == 1, f"{nb}: papermill needs one cell tagged 'parameters'"
 
 
 def test_dockerfile_lints_clean():
-    r = subprocess.run([str(BIN / "hadolint"), str(ROOT / "containers" / "Dockerfile")],
-                       capture_output=True, text=True)
+    r = subprocess.run([str(BIN / "hadolint"), str(ROOT / "containers" / "Dockerfile")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_snakefile_lints(env_path):
-    r = subprocess.run([str(BIN / "snakemake"), "--lint", "text"], cwd=ROOT, capture_output=True,
-                       text=True, env=env_path)
+    r = subprocess.run(
+        [str(BIN / "snakemake"), "--lint", "text"], cwd=ROOT, capture_output=True, text=True, env=env_path
+    )
     # lint findings are advice; the workflow must parse and validate its config
     assert "configuration error" not in r.stderr + r.stdout
     assert "SyntaxError" not in r.stderr
@@ -35,6 +36,7 @@ def test_snakefile_lints(env_path):
 def _imports(pkg_root: Path) -> dict[str, set[str]]:
     """Module -> the modules of the package it imports (module- and function-level)."""
     import ast
+
     mods = {}
     for f in pkg_root.rglob("*.py"):
         rel = f.relative_to(pkg_root.parent).with_suffix("")
@@ -68,10 +70,11 @@ def test_no_import_cycles():
         state[m] = "open"
         for t in sorted(graph[m]):
             if state.get(t) == "open":
-                cycles.append(path[path.index(t):] + [t])
+                cycles.append(path[path.index(t) :] + [t])
             elif t not in state:
                 visit(t, path + [t])
         state[m] = "done"
+
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
@@ -81,6 +84,8 @@ def test_no_import_cycles():
 def test_ground_floor_imports_nothing_above_it():
     """config, host and schedlab.core (the vocabulary) import no stage above them."""
     graph = _imports(ROOT / "schedlab")
-    ground = {m for m in graph if m in ("schedlab", "schedlab.config", "schedlab.host") or m.startswith("schedlab.core")}
+    ground = {
+        m for m in graph if m in ("schedlab", "schedlab.config", "schedlab.host") or m.startswith("schedlab.core")
+    }
     for m in sorted(ground):
         assert graph[m] <= ground, f"{m} imports {sorted(graph[m] - ground)}"

@@ -1,4 +1,5 @@
 """`schedlab run` on the sim testbed: records, reuse, run order, and a killed run."""
+
 import json
 import os
 import signal
@@ -6,11 +7,10 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
+from conftest import BIN, schedlab
 
 from schedlab import config, store
 from schedlab.core.plan import plan
-from conftest import BIN, schedlab
 
 POINT = ["s1", "--testbed", "sim", "--variant", "bug", "--point", "mode=corun", "--seed", "7"]
 
@@ -53,16 +53,32 @@ def test_seeds_give_variance_and_same_seed_same_result(sim_binary, tmp_path):
 def test_interleaved_plan():
     order = plan(config.load_study("s0"), "sim", 1)
     first_round = order[:20]
-    assert {(e["variant"], e["point"]["vms"]) for e in first_round} == \
-        {(v, n) for v in ("base", "yield", "pick", "push", "ppy") for n in (1, 2, 3, 4)}
+    assert {(e["variant"], e["point"]["vms"]) for e in first_round} == {
+        (v, n) for v in ("base", "yield", "pick", "push", "ppy") for n in (1, 2, 3, 4)
+    }
     assert all(e["warmup"] for e in first_round) and not any(e["warmup"] for e in order[20:])
     assert [e["variant"] for e in order[:5]] != sorted(e["variant"] for e in order[:5]) or True
     assert plan(config.load_study("s0"), "sim", 1) == order
 
 
 def test_killed_run_loses_nothing_and_leaves_nothing_partial(sim_binary, tmp_path):
-    args = [str(BIN / "schedlab"), "run", "s0", "--testbed", "sim", "--variant", "base", "--point", "vms=4",
-            "--reps", "5", "--seed", "3", "--out", str(tmp_path)]
+    args = [
+        str(BIN / "schedlab"),
+        "run",
+        "s0",
+        "--testbed",
+        "sim",
+        "--variant",
+        "base",
+        "--point",
+        "vms=4",
+        "--reps",
+        "5",
+        "--seed",
+        "3",
+        "--out",
+        str(tmp_path),
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     folder = tmp_path / "raw" / "sim" / "s0"
     deadline = time.monotonic() + 120
@@ -84,8 +100,9 @@ def test_killed_run_loses_nothing_and_leaves_nothing_partial(sim_binary, tmp_pat
 
 def test_run_study_follows_the_interleaved_plan(sim_binary, tmp_path):
     """Real hosts run a study in its plan order; the sim runs it the same way here."""
-    r = schedlab("run-study", "s1", "--testbed", "sim", "--seed", "5", "--out", tmp_path,
-                 "--manifest", tmp_path / "all.json")
+    r = schedlab(
+        "run-study", "s1", "--testbed", "sim", "--seed", "5", "--out", tmp_path, "--manifest", tmp_path / "all.json"
+    )
     assert r.returncode == 0, r.stderr
     recs = [json.loads(p.read_text()) for p in records(tmp_path)]
     st = config.load_study("s1")
@@ -97,21 +114,29 @@ def test_run_study_follows_the_interleaved_plan(sim_binary, tmp_path):
     assert sum(len(p["runs"]) for p in man["points"]) == len(recs)
 
 
-
 def test_cli_keeps_sigpipe_ignored_and_ends_quietly_on_a_closed_stdout():
     """A child that exits while schedlab writes to its stdin (ssh to a lab host that drops
     the connection) must give an error the run handles, not kill schedlab by SIGPIPE
     (exit -13, no record, no message); `schedlab plan | head` still ends quietly."""
     import sys
+
     root = Path(__file__).resolve().parent.parent
-    code = ("import os, signal, subprocess, sys; from schedlab import cli\n"
-            "sys.stdout = open(os.devnull, 'w'); cli.main(['plan', 'config/studies/s1.yaml']); sys.stdout = sys.__stdout__\n"
-            "assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN\n"
-            "p = subprocess.run(['true'], input=b'x' * (1 << 22)); print('alive', p.returncode)")
+    code = (
+        "import os, signal, subprocess, sys; from schedlab import cli\n"
+        "sys.stdout = open(os.devnull, 'w'); cli.main(['plan', 'config/studies/s1.yaml']); sys.stdout = sys.__stdout__\n"
+        "assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN\n"
+        "p = subprocess.run(['true'], input=b'x' * (1 << 22)); print('alive', p.returncode)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
     assert r.returncode == 0 and "alive 0" in r.stdout, r.stderr
-    r = subprocess.run(f"'{sys.executable}' -m schedlab.cli plan config/studies/s0.yaml | head -n 1",
-                       shell=True, capture_output=True, text=True, timeout=120, cwd=root)
+    r = subprocess.run(
+        f"'{sys.executable}' -m schedlab.cli plan config/studies/s0.yaml | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )
     assert r.stdout.strip() and "Traceback" not in r.stderr and "Exception" not in r.stderr, r.stderr
 
 

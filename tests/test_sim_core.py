@@ -1,4 +1,5 @@
 """Properties of the credit1 model with known answers (sim/build/credit1sim, built by `make -C sim`)."""
+
 from __future__ import annotations
 
 import json
@@ -50,16 +51,20 @@ def test_selftest(sim):
 
 
 def test_weights_share_1_to_2(sim):
-    r = run(sim, {"seed": 1, "duration_s": 10, "host": ONE_CPU,
-                  "domains": [cpu_vm("a", weight=256), cpu_vm("b", weight=512)]})
+    r = run(
+        sim,
+        {"seed": 1, "duration_s": 10, "host": ONE_CPU, "domains": [cpu_vm("a", weight=256), cpu_vm("b", weight=512)]},
+    )
     a, b = dom(r, "a")["running_s"], dom(r, "b")["running_s"]
     assert abs(a / (a + b) - 1 / 3) < 0.01
     assert abs(b / (a + b) - 2 / 3) < 0.01
 
 
 def test_cap_50_holds(sim):
-    r = run(sim, {"seed": 1, "duration_s": 10, "host": {"sockets": 1, "cores_per_socket": 2},
-                  "domains": [cpu_vm("a", cap=50)]})
+    r = run(
+        sim,
+        {"seed": 1, "duration_s": 10, "host": {"sockets": 1, "cores_per_socket": 2}, "domains": [cpu_vm("a", cap=50)]},
+    )
     assert abs(dom(r, "a")["running_s"] / 10 - 0.5) < 0.01
     assert r["counters"]["parks"] > 0
 
@@ -68,17 +73,23 @@ def rr_vs_loop(version="4.17", ratelimit=0, corun=True):
     doms = [{"name": "io", "hard_affinity": [0], "workload": {"kind": "net_rr", "one_way_us": 30, "proc_us": 10}}]
     if corun:
         doms.append(cpu_vm("cpu", hard_affinity=[0]))
-    return {"seed": 3, "duration_s": 2, "warmup_s": 0.2, "host": {"sockets": 1, "cores_per_socket": 2},
-            "xen": {"version": version, "ratelimit_us": ratelimit}, "domains": doms}
+    return {
+        "seed": 3,
+        "duration_s": 2,
+        "warmup_s": 0.2,
+        "host": {"sockets": 1, "cores_per_socket": 2},
+        "xen": {"version": version, "ratelimit_us": ratelimit},
+        "domains": doms,
+    }
 
 
 def test_waking_under_vcpu_is_boosted_and_preempts(sim, tmp_path):
     alone = dom(run(sim, rr_vs_loop(corun=False)), "io")["rr_mean_us"]
     r, tr = run_trace(sim, rr_vs_loop(), tmp_path)
     io = dom(r, "io")
-    assert io["boosts"] > 0                              # the waking UNDER vCPU is BOOSTed (and stays BOOST
-                                                         # until a tick catches it running)
-    assert io["rr_mean_us"] < alone + 10                 # and preempts the CPU hog at once (no ratelimit)
+    assert io["boosts"] > 0  # the waking UNDER vCPU is BOOSTed (and stays BOOST
+    # until a tick catches it running)
+    assert io["rr_mean_us"] < alone + 10  # and preempts the CPU hog at once (no ratelimit)
     # mechanism: a BOOST_START for the I/O vCPU is followed, at the same instant, by a tickle of its pCPU
     # and a switch to it (after the IPI-free local softirq)
     boosts = [e for e in tr if e["ev"] == "TRC_CSCHED_BOOST_START" and e["dom"] == 0][:50]
@@ -88,8 +99,17 @@ def test_waking_under_vcpu_is_boosted_and_preempts(sim, tmp_path):
 
 
 def test_fifo_within_priority(sim, tmp_path):
-    r, tr = run_trace(sim, {"seed": 1, "duration_s": 0.2, "host": ONE_CPU, "xen": {"ratelimit_us": 0},
-                            "domains": [cpu_vm("a"), cpu_vm("b"), cpu_vm("c")]}, tmp_path)
+    r, tr = run_trace(
+        sim,
+        {
+            "seed": 1,
+            "duration_s": 0.2,
+            "host": ONE_CPU,
+            "xen": {"ratelimit_us": 0},
+            "domains": [cpu_vm("a"), cpu_vm("b"), cpu_vm("c")],
+        },
+        tmp_path,
+    )
     # all three start UNDER; slices end every 30 ms: round-robin in wake order until accounting changes pri
     order = [e["dom"] for e in tr if e["ev"] == "TRC_SCHED_SWITCH"][:4]
     assert order == [0, 1, 2, 0]
@@ -97,12 +117,21 @@ def test_fifo_within_priority(sim, tmp_path):
 
 def test_activation_only_by_tick(sim, tmp_path):
     sc = rr_vs_loop(ratelimit=1000)
-    sc["domains"].append({"name": "loop", "vcpus": 2, "workload": {"kind": "loop", "compute_us": {"dist": "exp", "mean": 300},
-                                                                     "io": {"p": 0.3, "latency_us": {"dist": "exp", "mean": 700}}}})
+    sc["domains"].append(
+        {
+            "name": "loop",
+            "vcpus": 2,
+            "workload": {
+                "kind": "loop",
+                "compute_us": {"dist": "exp", "mean": 300},
+                "io": {"p": 0.3, "latency_us": {"dist": "exp", "mean": 700}},
+            },
+        }
+    )
     r, tr = run_trace(sim, sc, tmp_path)
     starts = [e for e in tr if e["ev"] == "TRC_CSCHED_ACCOUNT_START"]
     assert starts
-    assert all(e["t_ns"] % 10_000_000 == 0 for e in starts)   # ticks are the only caller (10 ms, aligned)
+    assert all(e["t_ns"] % 10_000_000 == 0 for e in starts)  # ticks are the only caller (10 ms, aligned)
     # with timer slop the ticks drift; activation still happens only in a tick handler, for the vCPU it caught
     sc["xen"] = dict(sc["xen"], timer_slop_us=50)
     r, tr = run_trace(sim, sc, tmp_path)
@@ -124,11 +153,25 @@ def test_boost_ends_at_first_tick_seen_running(sim, tmp_path):
 
 
 def jbb(delay_us, seed=1):
-    return {"seed": seed, "duration_s": 1.0, "warmup_s": 0.2, "host": {"sockets": 2, "cores_per_socket": 4},
-            "xen": {"migration_delay_us": delay_us},
-            "domains": [{"name": f"vm{i}", "vcpus": 2, "workload": {"kind": "loop", "compute_us": {"dist": "exp", "mean": 1000},
-                                                                    "io": {"p": 0.5, "latency_us": {"dist": "exp", "mean": 1000}}}}
-                        for i in range(8)]}
+    return {
+        "seed": seed,
+        "duration_s": 1.0,
+        "warmup_s": 0.2,
+        "host": {"sockets": 2, "cores_per_socket": 4},
+        "xen": {"migration_delay_us": delay_us},
+        "domains": [
+            {
+                "name": f"vm{i}",
+                "vcpus": 2,
+                "workload": {
+                    "kind": "loop",
+                    "compute_us": {"dist": "exp", "mean": 1000},
+                    "io": {"p": 0.5, "latency_us": {"dist": "exp", "mean": 1000}},
+                },
+            }
+            for i in range(8)
+        ],
+    }
 
 
 def test_cache_hot_rule_stops_stealing_and_nothing_else(sim):
@@ -151,13 +194,16 @@ def test_determinism_and_seed_variance(sim):
     assert sum(d["ops"] for d in ra["domains"]) != sum(d["ops"] for d in rc["domains"])
 
 
-@pytest.mark.parametrize("sc,field", [
-    ({"duration_s": 1, "domains": [cpu_vm("a")]}, "seed"),
-    ({"seed": 1, "domains": [{"name": "a", "workload": {"kind": "bogus"}}]}, "domains[0].workload.kind"),
-    ({"seed": 1, "xen": {"version": "five"}, "domains": [cpu_vm("a")]}, "xen.version"),
-    ({"seed": 1, "domains": [cpu_vm("a", hard_affinity=[9])]}, "domains[0].hard_affinity"),
-    ({"seed": 1, "domains": [cpu_vm("a", wieght=3)]}, "domains[0].wieght"),
-])
+@pytest.mark.parametrize(
+    "sc,field",
+    [
+        ({"duration_s": 1, "domains": [cpu_vm("a")]}, "seed"),
+        ({"seed": 1, "domains": [{"name": "a", "workload": {"kind": "bogus"}}]}, "domains[0].workload.kind"),
+        ({"seed": 1, "xen": {"version": "five"}, "domains": [cpu_vm("a")]}, "xen.version"),
+        ({"seed": 1, "domains": [cpu_vm("a", hard_affinity=[9])]}, "domains[0].hard_affinity"),
+        ({"seed": 1, "domains": [cpu_vm("a", wieght=3)]}, "domains[0].wieght"),
+    ],
+)
 def test_bad_scenario_names_the_field(sim, sc, field):
     p = subprocess.run([str(sim)], input=json.dumps(sc), capture_output=True, text=True)
     assert p.returncode != 0
@@ -165,7 +211,7 @@ def test_bad_scenario_names_the_field(sim, sc, field):
 
 
 def test_bad_json(sim):
-    p = subprocess.run([str(sim)], input="{\"seed\": 1,", capture_output=True, text=True)
+    p = subprocess.run([str(sim)], input='{"seed": 1,', capture_output=True, text=True)
     assert p.returncode != 0 and "JSON" in p.stderr
 
 
@@ -178,10 +224,26 @@ def test_version_switches_kickaway_and_migration_boost(sim):
 
 
 def test_trace_and_yield_counters(sim, tmp_path):
-    doms = [{"name": f"vm{i}", "vcpus": 4, "workload": {"kind": "loop", "compute_us": {"dist": "exp", "mean": 100},
-             "lock": {"type": "queued-yield", "hold_us": {"dist": "exp", "mean": 20}, "spin_threshold_us": 40},
-             "io": {"p": 0.02, "latency_us": 500}}} for i in range(2)]
-    base = {"seed": 1, "duration_s": 0.5, "host": {"sockets": 1, "cores_per_socket": 4}, "xen": {"ratelimit_us": 0}, "domains": doms}
+    doms = [
+        {
+            "name": f"vm{i}",
+            "vcpus": 4,
+            "workload": {
+                "kind": "loop",
+                "compute_us": {"dist": "exp", "mean": 100},
+                "lock": {"type": "queued-yield", "hold_us": {"dist": "exp", "mean": 20}, "spin_threshold_us": 40},
+                "io": {"p": 0.02, "latency_us": 500},
+            },
+        }
+        for i in range(2)
+    ]
+    base = {
+        "seed": 1,
+        "duration_s": 0.5,
+        "host": {"sockets": 1, "cores_per_socket": 4},
+        "xen": {"ratelimit_us": 0},
+        "domains": doms,
+    }
     y = run(sim, dict(base, xen={"ratelimit_us": 0, "yield": "credit1"}))
     n = run(sim, dict(base, xen={"ratelimit_us": 0, "yield": "noop"}))
     assert y["counters"]["yields"] > 0 and n["counters"]["yields"] > 0
@@ -191,9 +253,14 @@ def test_trace_and_yield_counters(sim, tmp_path):
 
 def stacked(pick=False, push=False):
     w = {"kind": "loop", "compute_us": {"dist": "exp", "mean": 500}, "io": {"p": 0.05, "latency_us": 300}}
-    return {"seed": 5, "duration_s": 1, "warmup_s": 0.1, "host": {"sockets": 1, "cores_per_socket": 4},
-            "xen": {"pick": pick, "push": push},
-            "domains": [{"name": "a", "vcpus": 4, "workload": w}, {"name": "b", "vcpus": 2, "workload": w}]}
+    return {
+        "seed": 5,
+        "duration_s": 1,
+        "warmup_s": 0.1,
+        "host": {"sockets": 1, "cores_per_socket": 4},
+        "xen": {"pick": pick, "push": push},
+        "domains": [{"name": "a", "vcpus": 4, "workload": w}, {"name": "b", "vcpus": 2, "workload": w}],
+    }
 
 
 def test_pick_and_push_extensions(sim):
@@ -206,13 +273,20 @@ def test_pick_and_push_extensions(sim):
 def test_smt_sibling_slows_and_cpu_pick_prefers_idle_cores(sim):
     host = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 2, "smt_speed": 0.6}
     # two CPU loops pinned to the two threads of core 0: each progresses at 0.6
-    r = run(sim, {"seed": 1, "duration_s": 1, "warmup_s": 0.1, "host": host,
-                  "domains": [cpu_vm("a", hard_affinity=[0]), cpu_vm("b", hard_affinity=[1])]})
+    r = run(
+        sim,
+        {
+            "seed": 1,
+            "duration_s": 1,
+            "warmup_s": 0.1,
+            "host": host,
+            "domains": [cpu_vm("a", hard_affinity=[0]), cpu_vm("b", hard_affinity=[1])],
+        },
+    )
     for d in ("a", "b"):
         assert abs(dom(r, d)["useful_s"] / dom(r, d)["running_s"] - 0.6) < 0.01
     # unpinned, _csched_cpu_pick spreads them over the two idle cores: full speed
-    r = run(sim, {"seed": 1, "duration_s": 1, "warmup_s": 0.1, "host": host,
-                  "domains": [cpu_vm("a"), cpu_vm("b")]})
+    r = run(sim, {"seed": 1, "duration_s": 1, "warmup_s": 0.1, "host": host, "domains": [cpu_vm("a"), cpu_vm("b")]})
     for d in ("a", "b"):
         assert dom(r, d)["useful_s"] / dom(r, d)["running_s"] > 0.99
 
@@ -223,28 +297,49 @@ def test_trace_does_not_change_the_run(sim, tmp_path):
     traced, tr = run_trace(sim, sc, tmp_path)
     assert plain == traced and len(tr) > 100
     names = {e["ev"] for e in tr}
-    assert {"TRC_CSCHED_TICKLE", "TRC_CSCHED_BOOST_START", "TRC_CSCHED_KICKAWAY", "TRC_SCHED_SWITCH",
-            "TRC_CSCHED_PICKED_CPU", "TRC_SCHED_WAKE", "TRC_SCHED_BLOCK"} <= names
+    assert {
+        "TRC_CSCHED_TICKLE",
+        "TRC_CSCHED_BOOST_START",
+        "TRC_CSCHED_KICKAWAY",
+        "TRC_SCHED_SWITCH",
+        "TRC_CSCHED_PICKED_CPU",
+        "TRC_SCHED_WAKE",
+        "TRC_SCHED_BLOCK",
+    } <= names
 
 
 def lock_vms(lock_type, n=2, **lock):
-    w = {"kind": "loop", "compute_us": {"dist": "exp", "mean": 100},
-         "lock": dict({"type": lock_type, "hold_us": {"dist": "exp", "mean": 20}, "nlocks": 2, "spin_threshold_us": 40}, **lock),
-         "io": {"p": 0.02, "latency_us": 500}}
-    return {"seed": 4, "duration_s": 0.3, "host": {"sockets": 1, "cores_per_socket": 4}, "xen": {"ratelimit_us": 0},
-            "domains": [{"name": f"vm{i}", "vcpus": 4, "workload": w} for i in range(n)]}
+    w = {
+        "kind": "loop",
+        "compute_us": {"dist": "exp", "mean": 100},
+        "lock": dict(
+            {"type": lock_type, "hold_us": {"dist": "exp", "mean": 20}, "nlocks": 2, "spin_threshold_us": 40}, **lock
+        ),
+        "io": {"p": 0.02, "latency_us": 500},
+    }
+    return {
+        "seed": 4,
+        "duration_s": 0.3,
+        "host": {"sockets": 1, "cores_per_socket": 4},
+        "xen": {"ratelimit_us": 0},
+        "domains": [{"name": f"vm{i}", "vcpus": 4, "workload": w} for i in range(n)],
+    }
 
 
-@pytest.mark.parametrize("lock_type,expect", [
-    ("pv-ticket", {"GUEST_LOCK_POLL", "GUEST_LOCK_KICK"}),
-    ("queued-yield", {"GUEST_YIELD"}),
-    ("spin-yield", {"GUEST_YIELD"}),
-    ("ticket", set()),
-])
+@pytest.mark.parametrize(
+    "lock_type,expect",
+    [
+        ("pv-ticket", {"GUEST_LOCK_POLL", "GUEST_LOCK_KICK"}),
+        ("queued-yield", {"GUEST_YIELD"}),
+        ("spin-yield", {"GUEST_YIELD"}),
+        ("ticket", set()),
+    ],
+)
 def test_guest_lock_events_are_traced_and_change_nothing(sim, tmp_path, lock_type, expect):
     """GUEST_* records: tracing changes nothing; spin time and busy time rebuilt from TRC_SCHED_SWITCH + GUEST_*
     equal the result's counters; every acquisition is preceded by an attempt; kicks answer polls."""
     from schedlab.testbeds.sim import trace_timeline
+
     sc = lock_vms(lock_type)
     plain = run(sim, sc, raw=True)
     f = tmp_path / "trace.jsonl"
@@ -261,17 +356,24 @@ def test_guest_lock_events_are_traced_and_change_nothing(sim, tmp_path, lock_typ
     spin = sum(s["t1"] - s["t0"] for s in tl["segments"] if s["mode"] == "spin") / 1e9
     busy = sum(s["t1"] - s["t0"] for s in tl["segments"]) / 1e9
     assert abs(busy - sum(d["running_s"] for d in r["domains"])) < 1e-6
-    assert abs(spin - r["counters"]["spin_s"]) < 1e-3 + 0.01 * r["counters"]["spin_s"]   # ctx-switch us aside
+    assert abs(spin - r["counters"]["spin_s"]) < 1e-3 + 0.01 * r["counters"]["spin_s"]  # ctx-switch us aside
     # per vCPU: ACQUIRE ... ACQUIRED ... RELEASE, in that order
     state = {}
     for e in tr:
         k = (e["dom"], e["vcpu"])
         if e["ev"] == "GUEST_LOCK_ACQUIRE":
-            assert state.get(k, "free") == "free"; state[k] = ("want", e["a"])
+            assert state.get(k, "free") == "free"
+            state[k] = ("want", e["a"])
         elif e["ev"] == "GUEST_LOCK_ACQUIRED":
-            assert state.get(k) == ("want", e["a"]); state[k] = ("hold", e["a"])
+            assert state.get(k) == ("want", e["a"])
+            state[k] = ("hold", e["a"])
         elif e["ev"] == "GUEST_LOCK_RELEASE":
-            assert state.get(k) == ("hold", e["a"]); state[k] = "free"
+            assert state.get(k) == ("hold", e["a"])
+            state[k] = "free"
     polls = sum(1 for e in tr if e["ev"] == "GUEST_LOCK_POLL")
     kicks = sum(1 for e in tr if e["ev"] == "GUEST_LOCK_KICK")
-    assert kicks <= polls and sum(d["polls"] for d in r["domains"]) == polls and sum(d["kicks"] for d in r["domains"]) == kicks
+    assert (
+        kicks <= polls
+        and sum(d["polls"] for d in r["domains"]) == polls
+        and sum(d["kicks"] for d in r["domains"]) == kicks
+    )

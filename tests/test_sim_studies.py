@@ -1,4 +1,5 @@
 """Study scenarios through schedlab.testbeds.sim.SimTestbed (the study files' sim_workload)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,8 +34,10 @@ def test_describe_and_build_id(tb):
     assert tb.build_id(s, "d0") == tb.build_id(s, "d0")
 
 
-@pytest.mark.parametrize("name,point", [("s0", {"vms": 1}), ("s1", {"mode": "alone"}), ("s2", {"overcommit": 1}),
-                                        ("s3", {"vms": 24}), ("s4", {"vms": 2})])
+@pytest.mark.parametrize(
+    "name,point",
+    [("s0", {"vms": 1}), ("s1", {"mode": "alone"}), ("s2", {"overcommit": 1}), ("s3", {"vms": 24}), ("s4", {"vms": 2})],
+)
 def test_metric_names_match_study(tb, name, point):
     s = study(name)
     r = tb.run_once(s, s["baseline"], point, 1)
@@ -71,7 +74,7 @@ def test_s2_pv_spinlocks_end_the_storm(tb):
     assert p["wait_p99_us"] < t["wait_p99_us"]
     t1 = tb.run_once(s, "ticket", {"overcommit": 1}, 1).metrics
     p1 = tb.run_once(s, "pv", {"overcommit": 1}, 1).metrics
-    assert abs(p1["ops_per_s"] / t1["ops_per_s"] - 1) < 0.05   # no overcommit: no storm, no PV cost
+    assert abs(p1["ops_per_s"] / t1["ops_per_s"] - 1) < 0.05  # no overcommit: no storm, no PV cost
 
 
 def test_s0_yield_helps_under_overcommit(tb):
@@ -89,7 +92,9 @@ def test_unknown_variant_raises(tb):
 def test_config_errors_stop_at_once_without_retries(tmp_path, sim_binary):
     """A study the sim cannot model is a configuration error: no retries, no failure records."""
     import copy
+
     from schedlab.run import PointRunner
+
     s = copy.deepcopy(study("s1"))
     del s["sim_workload"]
     with pytest.raises(ConfigError, match="no `sim_workload` section"):
@@ -99,21 +104,34 @@ def test_config_errors_stop_at_once_without_retries(tmp_path, sim_binary):
 
 def test_sim_never_reads_published():
     src = (REPO / "schedlab" / "testbeds" / "sim.py").read_text()
-    assert '["published"]' not in src and "get(\"published\"" not in src and "'published'" not in src
+    assert '["published"]' not in src and 'get("published"' not in src and "'published'" not in src
 
 
-@pytest.mark.parametrize("name,variant,point", [
-    ("s0", "base", {"vms": 2}), ("s0", "ppy", {"vms": 4}), ("s0", "pick", {"vms": 3}), ("s0", "push", {"vms": 3}),
-    ("s1", "bug", {"mode": "corun"}), ("s1", "fixed", {"mode": "corun"}),
-    ("s2", "ticket", {"overcommit": 3}), ("s2", "pv", {"overcommit": 2}),
-    ("s3", "d1000", {"vms": 24}), ("s4", "numa", {"vms": 10}), ("s4", "pinned", {"vms": 6}), ("s4", "none", {"vms": 6}),
-])
+@pytest.mark.parametrize(
+    "name,variant,point",
+    [
+        ("s0", "base", {"vms": 2}),
+        ("s0", "ppy", {"vms": 4}),
+        ("s0", "pick", {"vms": 3}),
+        ("s0", "push", {"vms": 3}),
+        ("s1", "bug", {"mode": "corun"}),
+        ("s1", "fixed", {"mode": "corun"}),
+        ("s2", "ticket", {"overcommit": 3}),
+        ("s2", "pv", {"overcommit": 2}),
+        ("s3", "d1000", {"vms": 24}),
+        ("s4", "numa", {"vms": 10}),
+        ("s4", "pinned", {"vms": 6}),
+        ("s4", "none", {"vms": 6}),
+    ],
+)
 def test_invariants_hold_in_every_study_scenario(tb, name, variant, point):
     """Runs shortened study scenarios with the simulator's per-event invariant checks on (runqueue shape, idle
     vCPU at the tail, nr_runnable, no runnable vCPU lost, guest executes only while current, credit bounds)."""
     import json
     import subprocess
+
     from schedlab.testbeds.sim import BINARY
+
     for tag, sc in tb.scenarios(study(name), variant, point, 3):
         sc = dict(sc, check=True)
         if sc.get("stop_when_done"):
@@ -128,16 +146,29 @@ def test_invariants_hold_in_every_study_scenario(tb, name, variant, point):
 def test_capped_and_weighted_mix_invariants():
     import json
     import subprocess
+
     from schedlab.testbeds.sim import BINARY, ensure_binary
+
     ensure_binary()
-    w = {"kind": "loop", "compute_us": {"dist": "exp", "mean": 400}, "io": {"p": 0.2, "latency_us": 300},
-         "lock": {"type": "pv-ticket", "hold_us": 5, "spin_threshold_us": 50}}
-    sc = {"seed": 9, "duration_s": 1.0, "check": True, "host": {"sockets": 2, "cores_per_socket": 2, "threads_per_core": 2, "nodes": 2},
-          "xen": {"version": "4.6", "timer_slop_us": 50, "migration_delay_us": 500},
-          "domains": [{"name": "capped", "vcpus": 3, "cap": 60, "weight": 128, "workload": w},
-                      {"name": "heavy", "vcpus": 4, "weight": 1024, "soft_affinity": [0, 1, 2, 3], "workload": w},
-                      {"name": "pinned", "vcpus": 2, "hard_affinity": [5], "workload": {"kind": "cpu"}},
-                      {"name": "idle", "vcpus": 2, "workload": {"kind": "idle"}}]}
+    w = {
+        "kind": "loop",
+        "compute_us": {"dist": "exp", "mean": 400},
+        "io": {"p": 0.2, "latency_us": 300},
+        "lock": {"type": "pv-ticket", "hold_us": 5, "spin_threshold_us": 50},
+    }
+    sc = {
+        "seed": 9,
+        "duration_s": 1.0,
+        "check": True,
+        "host": {"sockets": 2, "cores_per_socket": 2, "threads_per_core": 2, "nodes": 2},
+        "xen": {"version": "4.6", "timer_slop_us": 50, "migration_delay_us": 500},
+        "domains": [
+            {"name": "capped", "vcpus": 3, "cap": 60, "weight": 128, "workload": w},
+            {"name": "heavy", "vcpus": 4, "weight": 1024, "soft_affinity": [0, 1, 2, 3], "workload": w},
+            {"name": "pinned", "vcpus": 2, "hard_affinity": [5], "workload": {"kind": "cpu"}},
+            {"name": "idle", "vcpus": 2, "workload": {"kind": "idle"}},
+        ],
+    }
     p = subprocess.run([str(BINARY)], input=json.dumps(sc), capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-500:]
     r = json.loads(p.stdout)
@@ -151,6 +182,7 @@ def test_s0_noop_yield_is_a_noop_only_for_a_yielder_alone_in_its_priority_class(
     lets its partner run; with 4 VMs it often has an UNDER peer and the no-op yield round-robins.  Nearly all
     spinning is on a FIFO lock handed to a preempted waiter (not on a preempted holder)."""
     from schedlab.testbeds.sim import mechanism_scenario, read_trace, run_scenario, trace_timeline
+
     s = study("s0")
     frac, grantee = {}, {}
     for n in (2, 4):
@@ -167,8 +199,11 @@ def test_s0_noop_yield_is_a_noop_only_for_a_yielder_alone_in_its_priority_class(
             if sg["mode"] != "spin":
                 continue
             tot += sg["t1"] - sg["t0"]
-            by_grantee += sum(max(0, min(g["t1"], sg["t1"]) - max(g["t0"], sg["t0"]))
-                              for g in gaps.get((sg["dom"], sg["lock"]), []) if g["why"] == "grantee")
+            by_grantee += sum(
+                max(0, min(g["t1"], sg["t1"]) - max(g["t0"], sg["t0"]))
+                for g in gaps.get((sg["dom"], sg["lock"]), [])
+                if g["why"] == "grantee"
+            )
         grantee[n] = by_grantee / tot
     assert frac[2] < 0.05 and frac[4] > 0.25
     assert grantee[2] > 0.8 and grantee[4] > 0.8
@@ -179,10 +214,11 @@ def test_s2_no_overcommit_wait_is_plain_queueing_in_microseconds():
     hot lock (closed FIFO queue, exp(20 us) think, exp(2 us) hold: p99 ~ 7.8 us, mean ~ 0.64 us), PV never polls,
     and ticket and PV give identical runs."""
     from schedlab.testbeds.sim import run_scenario
+
     s = study("s2")
     res = {}
     for v in ("ticket", "pv"):
-        (_, sc), = SimTestbed().scenarios(s, v, {"overcommit": 1}, 1)
+        ((_, sc),) = SimTestbed().scenarios(s, v, {"overcommit": 1}, 1)
         sc = dict(sc, duration_s=1.0, warmup_s=0.2)
         res[v] = run_scenario(sc)
     t, p = res["ticket"], res["pv"]

@@ -1,5 +1,6 @@
 """schedlab.stats: error rates and interval coverage checked by seeded simulation,
 and the table's verdicts consistent with its intervals (docs/statistics.md)."""
+
 from __future__ import annotations
 
 import math
@@ -24,9 +25,13 @@ def _points_df(base: np.ndarray, var: np.ndarray) -> pd.DataFrame:
     """Long table: point k has baseline runs base[k] and variant runs var[k]."""
     k, nb = base.shape
     nv = var.shape[1]
-    return pd.DataFrame({"pt": np.r_[np.repeat(np.arange(k), nb), np.repeat(np.arange(k), nv)],
-                         "variant": ["base"] * (k * nb) + ["var"] * (k * nv),
-                         "value": np.r_[base.ravel(), var.ravel()]})
+    return pd.DataFrame(
+        {
+            "pt": np.r_[np.repeat(np.arange(k), nb), np.repeat(np.arange(k), nv)],
+            "variant": ["base"] * (k * nb) + ["var"] * (k * nv),
+            "value": np.r_[base.ravel(), var.ravel()],
+        }
+    )
 
 
 # ------------------------------------------------------------ 1. Welch by default
@@ -35,7 +40,7 @@ def test_default_table_test_holds_type1_error_with_unequal_variances():
     and Student's test then rejects ~9 % of true nulls; the default must hold 5 %."""
     rng = np.random.default_rng(20240601)
     k, n = 4000, 3
-    sd_b = np.where(np.arange(k) % 2 == 0, 1.0, 4.0)          # both orders of the ratio
+    sd_b = np.where(np.arange(k) % 2 == 0, 1.0, 4.0)  # both orders of the ratio
     base = rng.normal(100.0, sd_b[:, None], (k, n))
     var = rng.normal(100.0, 4.0 / sd_b[:, None], (k, n))
     t = stats.compare_table(_points_df(base, var), "value", "base", by=["pt"], holm=False)
@@ -54,7 +59,7 @@ def test_student_table_is_ministats_and_welch_flag_kept():
         s = df[df.pt == r["pt"]]
         c = stats.compare(s[s.variant == "base"].value, s[s.variant == "var"].value)
         assert (r["pct"], r["pct_err"], r["diff_err"], r["p"]) == (c.pct, c.pct_err, c.diff_err, c.p)
-        assert r["ci_level"] == 95.0                           # the ministat interval is unadjusted
+        assert r["ci_level"] == 95.0  # the ministat interval is unadjusted
     # the old flag still selects the tests
     assert set(stats.compare_table(df, "value", "base", by="pt", welch=False)["test"]) == {"student"}
     assert set(stats.compare_table(df, "value", "base", by="pt", welch=True)["test"]) == {"welch-log"}
@@ -97,8 +102,14 @@ def test_ratio_ci_uses_bca_from_threshold():
     b, v = rng.normal(100, 10, n), rng.normal(110, 11, n)
     r = stats.bootstrap_ratio_ci([[x] for x in b], [[x] for x in v], n_boot=2000, seed=7)
     assert r.method == "BCa" and r.n_boot == 2000
-    ref = st.bootstrap((b, v), lambda x, y, axis=-1: np.mean(y, axis=axis) / np.mean(x, axis=axis),
-                       method="BCa", n_resamples=2000, rng=7, vectorized=True).confidence_interval
+    ref = st.bootstrap(
+        (b, v),
+        lambda x, y, axis=-1: np.mean(y, axis=axis) / np.mean(x, axis=axis),
+        method="BCa",
+        n_resamples=2000,
+        rng=7,
+        vectorized=True,
+    ).confidence_interval
     assert (r.low, r.high) == pytest.approx((ref.low, ref.high), rel=1e-12)
     assert r.low < r.estimate < r.high
     # one run fewer: the parametric interval
@@ -123,8 +134,8 @@ def test_relative_interval_never_below_minus_100_percent():
     assert (mini["pct"] - mini["pct_err"]).iloc[0] < -100
     assert t["interval"].tolist() == ["log-ratio", "log-ratio"]
     r = t.iloc[0]
-    assert r["pct_high"] - r["pct"] > 2 * (r["pct"] - r["pct_low"])       # asymmetric (log scale)
-    assert t["pct_err"].isna().all() and t["diff_err"].isna().all()      # no +-err outside ministat tables
+    assert r["pct_high"] - r["pct"] > 2 * (r["pct"] - r["pct_low"])  # asymmetric (log scale)
+    assert t["pct_err"].isna().all() and t["diff_err"].isna().all()  # no +-err outside ministat tables
     # the interval is the log-ratio Welch interval at the (here unadjusted: one row) level
     b, v = np.array([3.0, 4.0, 5.0]), np.array([1.0, 1.2, 1.1])
     one = stats.compare_table(_points_df(b[None], v[None]), "value", "base", by="pt").iloc[0]
@@ -154,10 +165,15 @@ def test_permutation_test_option():
     df = _points_df(b[None], v[None])
     t = stats.compare_table(df, "value", "base", by="pt", test="permutation")
     r = t.iloc[0]
-    ref = st.permutation_test((b, v), lambda x, y, axis=-1: np.mean(y, axis=axis) - np.mean(x, axis=axis),
-                              vectorized=True, n_resamples=9999, rng=0)
+    ref = st.permutation_test(
+        (b, v),
+        lambda x, y, axis=-1: np.mean(y, axis=axis) - np.mean(x, axis=axis),
+        vectorized=True,
+        n_resamples=9999,
+        rng=0,
+    )
     assert r["test"] == "permutation" and r["interval"] == "permutation"
-    assert r["p"] == pytest.approx(ref.pvalue, rel=1e-12)            # exact: 3432 partitions
+    assert r["p"] == pytest.approx(ref.pvalue, rel=1e-12)  # exact: 3432 partitions
     assert -100 <= r["pct_low"] <= r["pct"] <= r["pct_high"]
     # 3 runs each: 20 partitions, the smallest two-sided p is 0.1: never significant, interval unbounded
     t3 = stats.compare_table(_points_df(b[None, :3], v[None, :3] * 0.2), "value", "base", by="pt", test="permutation")
@@ -174,8 +190,9 @@ def test_permutation_interval_inverts_the_test():
     stat = lambda x, y, axis=-1: np.mean(y, axis=axis) - np.mean(x, axis=axis)
     for _ in range(4):
         b, v = _storms(rng, 6, 0.2, 0.6)
-        r = stats.compare_table(_points_df(b[None], v[None]), "value", "base", by="pt", test="permutation",
-                                holm=False).iloc[0]
+        r = stats.compare_table(
+            _points_df(b[None], v[None]), "value", "base", by="pt", test="permutation", holm=False
+        ).iloc[0]
         lo, hi = 1 + r["pct_low"] / 100, 1 + r["pct_high"] / 100
         for ratio in (lo * 0.98, lo * 1.02, hi * 0.98, hi * 1.02):
             if not 0 < ratio < math.inf:
@@ -189,7 +206,7 @@ def test_variance_of_large_values_with_small_spread():
     a = [1e9 + 0.1, 1e9 + 0.3, 1e9 + 0.2]
     b = [1e9 + 0.2, 1e9 + 0.4, 1e9 + 0.3]
     a0, b0 = [0.1, 0.3, 0.2], [0.2, 0.4, 0.3]
-    ref = st.ttest_ind(b0, a0, equal_var=False)                    # p = 0.288
+    ref = st.ttest_ind(b0, a0, equal_var=False)  # p = 0.288
     w = stats.compare(a, b, welch=True)
     assert w.p == pytest.approx(ref.pvalue, rel=1e-5) and w.sd_base == pytest.approx(0.1, rel=1e-5)
     assert stats.compare(a, b).p == pytest.approx(st.ttest_ind(b0, a0).pvalue, rel=1e-5)
@@ -208,6 +225,7 @@ def test_variance_of_large_values_with_small_spread():
 # ------------------------------------------------------ 5. runs_needed, errors
 def test_runs_needed_survives_nan_from_noncentral_t(monkeypatch):
     from scipy.stats import nct
+
     expected = stats.runs_needed(5.0, 5.0)
     nan = lambda *a, **k: np.nan
     monkeypatch.setattr(nct, "sf", nan)
@@ -220,11 +238,12 @@ def test_runs_needed_where_scipy_nct_returns_nan():
     """scipy's nct gives NaN around dof ~ 2e4, nc ~ 5 (cv 20 %, detect 1 %, 99.99 %, power 0.9)."""
     from scipy import integrate
 
-    def power(n, effect, alpha):                                    # independent: integrate over the chi
+    def power(n, effect, alpha):  # independent: integrate over the chi
         dof, nc = 2 * n - 2, effect * math.sqrt(n / 2)
         tc = st.t.isf(alpha / 2, dof)
-        f = lambda w: (st.norm.sf(tc * w - nc) + st.norm.cdf(-tc * w - nc)) * st.chi.pdf(w * math.sqrt(dof), dof) \
-            * math.sqrt(dof)
+        f = lambda w: (
+            (st.norm.sf(tc * w - nc) + st.norm.cdf(-tc * w - nc)) * st.chi.pdf(w * math.sqrt(dof), dof) * math.sqrt(dof)
+        )
         s = 1 / math.sqrt(2 * dof)
         return integrate.quad(f, 1 - 12 * s, 1 + 12 * s, points=[1.0], limit=200)[0]
 
@@ -256,16 +275,20 @@ def test_zero_baseline_mean_is_an_error():
         stats.enough_runs([-1.0, 0.0, 1.0], [1.0, 2.0, 3.0], detect_pct=5)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: stats.compare([1, 2, 3], [2, 3, 4], confidence=0.95),
-    lambda: stats.compare([1, 2, 3], [2, 3, 4], confidence=0.95, welch=True),
-    lambda: stats.runs_needed(5.0, 5.0, confidence=0.95),
-    lambda: stats.enough_runs([1, 2, 3], [2, 3, 4], 5.0, confidence=0.95),
-    lambda: stats.bootstrap_ci([1, 2, 3], confidence=0.95),
-    lambda: stats.bootstrap_ratio_ci([[1], [2], [3]], [[2], [3], [4]], confidence=0.95),
-    lambda: stats.compare_table(_points_df(np.array([[1.0, 2, 3]]), np.array([[2.0, 3, 4]])), "value", "base",
-                                by="pt", confidence=0.95),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: stats.compare([1, 2, 3], [2, 3, 4], confidence=0.95),
+        lambda: stats.compare([1, 2, 3], [2, 3, 4], confidence=0.95, welch=True),
+        lambda: stats.runs_needed(5.0, 5.0, confidence=0.95),
+        lambda: stats.enough_runs([1, 2, 3], [2, 3, 4], 5.0, confidence=0.95),
+        lambda: stats.bootstrap_ci([1, 2, 3], confidence=0.95),
+        lambda: stats.bootstrap_ratio_ci([[1], [2], [3]], [[2], [3], [4]], confidence=0.95),
+        lambda: stats.compare_table(
+            _points_df(np.array([[1.0, 2, 3]]), np.array([[2.0, 3, 4]])), "value", "base", by="pt", confidence=0.95
+        ),
+    ],
+)
 def test_confidence_as_a_fraction_is_an_error(call):
     with pytest.raises(ValueError, match=r"confidence=0\.95 .*percent"):
         call()
@@ -293,7 +316,7 @@ def test_star_and_interval_agree_after_holm(test):
     rng = np.random.default_rng(31 if test == "welch" else 32)
     nsig = nmid = 0
     for _ in range(3 if test == "welch" else 1):
-        kw = {} if test == "welch" else {"test": test}            # the default table, as the paper calls it
+        kw = {} if test == "welch" else {"test": test}  # the default table, as the paper calls it
         t = stats.compare_table(_random_table(rng, test), "value", "base", by="pt", **kw)
         m = len(t)
         assert m == 24
@@ -307,7 +330,7 @@ def test_star_and_interval_agree_after_holm(test):
         if t["p_holm"].iloc[i] < 1:
             assert t["ci_level"].iloc[i] == pytest.approx(100 * (1 - 0.05 / m))
         nsig += int(t["significant"].sum())
-        nmid += int(((t["p"] < 0.05) & ~t["significant"]).sum())      # unadjusted-significant only
+        nmid += int(((t["p"] < 0.05) & ~t["significant"]).sum())  # unadjusted-significant only
     assert nsig > 0 and (nmid > 0 or test == "permutation")
 
 
@@ -317,7 +340,7 @@ def test_unadjusted_ministat_intervals_are_marked():
     excl = (t["pct_low"] > 0) | (t["pct_high"] < 0)
     assert (t["ci_level"] == 95.0).all() and (t["interval"] == "ministat").all()
     assert (t["ci_matches_star"] == (t["significant"] == excl)).all()
-    assert not t["ci_matches_star"].all()            # some unadjusted interval excludes 0 without a star
+    assert not t["ci_matches_star"].all()  # some unadjusted interval excludes 0 without a star
 
 
 def test_tost_verdicts_are_holm_adjusted():
@@ -329,9 +352,13 @@ def test_tost_verdicts_are_holm_adjusted():
                 rows.append({"pt": pt, "variant": v, "value": x})
     df = pd.DataFrame(rows)
     t = stats.compare_table(df, "value", "base", by="pt", margin_pct=2.0)
-    raw = [stats.tost(df[(df.pt == p) & (df.variant == "base")].value,
-                      df[(df.pt == p) & (df.variant == "same")].value, 2.0).equivalent for p in range(10)]
-    assert sum(raw) > int(t["equivalent"].sum())                    # some lose equivalence to Holm
+    raw = [
+        stats.tost(
+            df[(df.pt == p) & (df.variant == "base")].value, df[(df.pt == p) & (df.variant == "same")].value, 2.0
+        ).equivalent
+        for p in range(10)
+    ]
+    assert sum(raw) > int(t["equivalent"].sum())  # some lose equivalence to Holm
     np.testing.assert_allclose(t["eq_p_holm"], stats.holm(t["eq_p"]))
     assert (t["equivalent"] == (t["eq_p_holm"] < 0.05)).all()
     t2 = stats.compare_table(df, "value", "base", by="pt", margin_pct=2.0, holm=False)
@@ -340,11 +367,15 @@ def test_tost_verdicts_are_holm_adjusted():
 
 def test_several_baselines_in_one_family():
     rng = np.random.default_rng(35)
-    rows = [{"pt": pt, "variant": v, "value": x} for pt in range(3)
-            for v, mu in (("b1", 100), ("x", 104), ("b2", 50), ("y", 50.5)) for x in rng.normal(mu, 1, 5)]
+    rows = [
+        {"pt": pt, "variant": v, "value": x}
+        for pt in range(3)
+        for v, mu in (("b1", 100), ("x", 104), ("b2", 50), ("y", 50.5))
+        for x in rng.normal(mu, 1, 5)
+    ]
     df = pd.DataFrame(rows)
     t = stats.compare_table(df, "value", {"b1": "b1", "x": "b1", "b2": "b2", "y": "b2"}, by="pt")
     assert len(t) == 6 and t.set_index("variant")["baseline"].to_dict() == {"x": "b1", "y": "b2"}
-    np.testing.assert_allclose(t["p_holm"], stats.holm(t["p"]))   # one family over both baselines
+    np.testing.assert_allclose(t["p_holm"], stats.holm(t["p"]))  # one family over both baselines
     with pytest.raises(ValueError, match="no baseline for variant 'y'"):
         stats.compare_table(df, "value", {"b1": "b1", "x": "b1", "b2": "b2"}, by="pt")

@@ -1,20 +1,32 @@
 """Raw records: written atomically and once, checked on every read."""
+
 import json
 import re
 
 import pytest
+from conftest import schedlab
 
 from schedlab import store
-from conftest import schedlab
 
 
 def record(key="a" * 64, **over):
     """A valid record; its run_id is derived as schedlab.run derives it, unless given."""
     rec = {
-        "format": store.FORMAT, "run_key": key, "study": "s1", "testbed": "sim",
-        "variant": "v", "point": {"p": 1}, "point_id": "p-1", "repetition": 0, "warmup": False,
-        "seed": 1, "status": "ok", "metrics": {"x": 1.5}, "started": "2026-01-01T00:00:00+00:00",
-        "finished": "2026-01-01T00:00:01+00:00", "run_order": {"index": 0, "plan_size": 1, "plan_seed": 1},
+        "format": store.FORMAT,
+        "run_key": key,
+        "study": "s1",
+        "testbed": "sim",
+        "variant": "v",
+        "point": {"p": 1},
+        "point_id": "p-1",
+        "repetition": 0,
+        "warmup": False,
+        "seed": 1,
+        "status": "ok",
+        "metrics": {"x": 1.5},
+        "started": "2026-01-01T00:00:00+00:00",
+        "finished": "2026-01-01T00:00:01+00:00",
+        "run_order": {"index": 0, "plan_size": 1, "plan_seed": 1},
         "definition_hash": "b" * 64,
         "provenance": {"repo_commit": "c", "schedlab_version": "0", "testbed": {}, "build_id": "d", "host": {}},
     }
@@ -65,12 +77,15 @@ def test_verify_clean(tmp_path):
     assert r.returncode == 0 and "1 record(s) checked, 0 with problems" in r.stdout
 
 
-@pytest.mark.parametrize("field, over", [
-    ("metrics.x", {"metrics": {"x": float("nan")}}),
-    ("metrics.y", {"metrics": {"x": 1.0, "y": float("inf")}}),
-    ("point.p", {"point": {"p": float("-inf")}}),
-    ("samples.x.1", {"samples": {"x": [1.0, float("nan")]}}),
-])
+@pytest.mark.parametrize(
+    "field, over",
+    [
+        ("metrics.x", {"metrics": {"x": float("nan")}}),
+        ("metrics.y", {"metrics": {"x": 1.0, "y": float("inf")}}),
+        ("point.p", {"point": {"p": float("-inf")}}),
+        ("samples.x.1", {"samples": {"x": [1.0, float("nan")]}}),
+    ],
+)
 def test_non_finite_values_are_refused(tmp_path, field, over):
     with pytest.raises(store.RecordError, match=rf"field {re.escape(field)}: .*not a finite number"):
         store.write_record(tmp_path, record(**over))
@@ -101,15 +116,21 @@ def test_verify_flags_non_finite_and_empty_metrics(tmp_path):
 def test_verify_checks_where_a_record_lives_and_its_run_id(tmp_path):
     raw = tmp_path / "raw"
     good = store.write_record(raw / "sim" / "s1", record())
-    failed = store.write_record(raw / "sim" / "s1", record(
-        run_id=record()["run_id"] + ".failed2", status="failed", attempt=2, metrics={}, error="boom"))
+    failed = store.write_record(
+        raw / "sim" / "s1",
+        record(run_id=record()["run_id"] + ".failed2", status="failed", attempt=2, metrics={}, error="boom"),
+    )
     elsewhere = store.write_record(raw / "qemu" / "s1", record(key="c" * 64))
     other_study = store.write_record(raw / "sim" / "s2", record(key="d" * 64))
     made_up = store.write_record(raw / "sim" / "s1", record(key="e" * 64, run_id="v_p-1_r00_zzz"))
     wrong_rep = store.write_record(raw / "sim" / "s1", record(key="f" * 64, run_id="v_p-1_r03_ffffffffff"))
     bare_failed = store.write_record(raw / "sim" / "s1", record(key="1" * 64, status="failed", metrics={}))
-    wrong_attempt = store.write_record(raw / "sim" / "s1", record(
-        key="2" * 64, run_id=record(key="2" * 64)["run_id"] + ".failed1", status="failed", attempt=3, metrics={}))
+    wrong_attempt = store.write_record(
+        raw / "sim" / "s1",
+        record(
+            key="2" * 64, run_id=record(key="2" * 64)["run_id"] + ".failed1", status="failed", attempt=3, metrics={}
+        ),
+    )
     problems = store.verify(tmp_path)
     assert str(good) not in problems and str(failed) not in problems
     assert set(problems) == {str(p) for p in (elsewhere, other_study, made_up, wrong_rep, bare_failed, wrong_attempt)}
@@ -124,9 +145,10 @@ def test_verify_checks_where_a_record_lives_and_its_run_id(tmp_path):
 def test_dataset_refuses_two_records_of_one_run(tmp_path):
     from schedlab import config
     from schedlab.run import dataset
+
     raw = store.raw_dir(tmp_path, "sim", "s1")
     a = store.write_record(raw, record())
-    b = store.write_record(raw, record(repetition=1))     # same run key
+    b = store.write_record(raw, record(repetition=1))  # same run key
     with pytest.raises(store.RecordError) as e:
         dataset(config.load_study("s1"), "sim", tmp_path, 1, tmp_path / "m.json")
     msg = str(e.value)

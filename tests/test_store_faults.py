@@ -1,5 +1,6 @@
 """Raw records under faults: concurrent writers, killed writers, a full disk, the
 umask, and a run resumed after failures in an earlier process."""
+
 import errno
 import fcntl
 import hashlib
@@ -12,12 +13,12 @@ import sys
 import time
 
 import pytest
+from test_store import record
 
 from schedlab import config, store
-from schedlab.run import PointRunner
 from schedlab.core.testbed import RunFailed
+from schedlab.run import PointRunner
 from schedlab.testbeds.sim import SimTestbed
-from test_store import record
 
 # A writer process: writes the records in the JSON file RECS, optionally sweeping the
 # folder before each one; its fsync sleeps (a slow disk) and touches MARKER first.
@@ -47,9 +48,13 @@ def key(*parts) -> str:
 def writer(folder, recs, marker, delay, sweep=False):
     todo = marker.with_name(marker.name + ".recs.json")
     todo.write_text(json.dumps(recs))
-    return subprocess.Popen([sys.executable, "-c", WRITER, str(folder), str(todo), str(marker), str(delay),
-                             "1" if sweep else "0"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(folder), str(todo), str(marker), str(delay), "1" if sweep else "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(path, timeout=60):
@@ -71,7 +76,7 @@ def test_sweep_spares_a_live_writer(tmp_path, monkeypatch, pid_visible):
     assert list(folder.glob(".tmp-*")), "the slow writer's temporary file should be there"
     if not pid_visible:
         monkeypatch.setattr(store, "_writer_alive", lambda name: False, raising=False)
-    store.sweep_partial(folder)              # what a second PointRunner does when it starts
+    store.sweep_partial(folder)  # what a second PointRunner does when it starts
     store.write_record(folder, record(key=key("fast"), repetition=1))
     _, err = slow.communicate(timeout=60)
     assert slow.returncode == 0, err
@@ -82,8 +87,16 @@ def test_sweep_spares_a_live_writer(tmp_path, monkeypatch, pid_visible):
 def test_two_writers_sweeping_lose_no_run(tmp_path):
     folder = tmp_path / "raw" / "sim" / "s1"
     folder.mkdir(parents=True)
-    procs = [writer(folder, [record(key=key(w, i), repetition=i) for i in range(40)],
-                    tmp_path / f"marker{w}", delay=0.005, sweep=True) for w in range(2)]
+    procs = [
+        writer(
+            folder,
+            [record(key=key(w, i), repetition=i) for i in range(40)],
+            tmp_path / f"marker{w}",
+            delay=0.005,
+            sweep=True,
+        )
+        for w in range(2)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
@@ -104,7 +117,7 @@ def test_sweep_removes_only_what_gone_writers_left(tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()
     host = store._host()
-    unlocked_old = folder / ".tmp-k2j4h5g6"                     # an earlier version's name
+    unlocked_old = folder / ".tmp-k2j4h5g6"  # an earlier version's name
     locked_old = folder / ".tmp-x8c7v6b5"
     dead_here = folder / f".tmp-{host}-{dead.pid}-abcd1234"
     live_here = folder / f".tmp-{host}-{os.getpid()}-abcd1234"  # created, not yet locked
@@ -129,6 +142,7 @@ def test_writer_starts_again_if_swept_before_its_lock(tmp_path, monkeypatch):
             swept.append(os.readlink(f"/proc/self/fd/{fd}"))
             os.unlink(swept[0])
         return real_flock(fd, op)
+
     monkeypatch.setattr(fcntl, "flock", flock_after_a_sweep)
     path = store.write_record(tmp_path, record())
     assert swept and store.check_record(path, json.loads(path.read_text())) == []
@@ -139,6 +153,7 @@ def test_writer_starts_again_if_swept_before_its_lock(tmp_path, monkeypatch):
 def test_disk_full_leaves_nothing_and_says_so(tmp_path, monkeypatch, call):
     def full(*args, **kw):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     monkeypatch.setattr(os, call, full)
     with pytest.raises(store.RecordError) as e:
         store.write_record(tmp_path, record())
@@ -178,17 +193,21 @@ def test_resume_after_failures_continues_attempt_numbers(sim_binary, tmp_path):
     point, variant = {"mode": "alone"}, "fixed"
 
     def runner(failures):
-        r = PointRunner(study, "sim", variant, point, tmp_path, 1, runs=1, testbed=FlakySim(failures),
-                        log=io.StringIO())
+        r = PointRunner(
+            study, "sim", variant, point, tmp_path, 1, runs=1, testbed=FlakySim(failures), log=io.StringIO()
+        )
         r.settings["retries"] = 2
         return r
 
     with pytest.raises(RunFailed, match="failed 3 times"):
-        runner(99).run_rep(1)                 # an earlier process: three failures
+        runner(99).run_rep(1)  # an earlier process: three failures
     folder = store.raw_dir(tmp_path, "sim", "s1")
-    assert sorted(p.name.split(".", 1)[1] for p in folder.glob("*.json")) == \
-        ["failed1.json", "failed2.json", "failed3.json"]
-    rec = runner(1).run_rep(1)                # this one: one failure, then a run
+    assert sorted(p.name.split(".", 1)[1] for p in folder.glob("*.json")) == [
+        "failed1.json",
+        "failed2.json",
+        "failed3.json",
+    ]
+    rec = runner(1).run_rep(1)  # this one: one failure, then a run
     assert rec["status"] == "ok" and rec["attempt"] == 5
     failed4 = folder / f"{rec['run_id']}.failed4.json"
     assert json.loads(failed4.read_text())["attempt"] == 4

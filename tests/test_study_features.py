@@ -1,17 +1,18 @@
 """Study-file features beyond one metric set per study: metrics that apply to some
 points only (`when:`), testbed options in the run definition, variant-blocked run
 order on real hosts, and study manifests re-derived from records on disk."""
+
 import copy
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import schedlab
 
 from schedlab import config
 from schedlab.report.tables import StudyTable
 from schedlab.run import PointRunner, dataset, plan
-from conftest import schedlab
 
 
 def test_when_metrics_select_points():
@@ -34,10 +35,18 @@ def test_when_naming_an_unknown_axis_value_is_an_error(tmp_path):
 def test_testbed_metrics_exist_only_on_their_testbeds():
     st = config.load_study("s4")
     assert [m["name"] for m in config.metrics_for(st, {"vms": 2}, "sim")] == ["specjbb", "sysbench", "lmbench"]
-    assert [m["name"] for m in config.metrics_for(st, {"vms": 2}, "qemu")] == ["bursts", "sysbench", "lmbench",
-                                                                               "home_share"]
-    assert [m["name"] for m in config.for_testbed(st, "qemu")["metrics"]] == ["bursts", "sysbench", "lmbench",
-                                                                              "home_share"]
+    assert [m["name"] for m in config.metrics_for(st, {"vms": 2}, "qemu")] == [
+        "bursts",
+        "sysbench",
+        "lmbench",
+        "home_share",
+    ]
+    assert [m["name"] for m in config.for_testbed(st, "qemu")["metrics"]] == [
+        "bursts",
+        "sysbench",
+        "lmbench",
+        "home_share",
+    ]
     # without a testbed, every metric (the run definition lists them all)
     assert len(config.metrics_for(st, {"vms": 2})) == 5
 
@@ -61,8 +70,15 @@ def _runs(study, rng):
         for p in config.points(study, "qemu"):
             (m,) = config.metrics_for(study, p)
             for rep in range(5):
-                rows.append({"run_id": f"{v}_{config.point_id(p)}_r{rep}", "variant": v, **p,
-                             "checksum": f"{v}{rep}", m["name"]: 100 + rng.normal(0, 1)})
+                rows.append(
+                    {
+                        "run_id": f"{v}_{config.point_id(p)}_r{rep}",
+                        "variant": v,
+                        **p,
+                        "checksum": f"{v}{rep}",
+                        m["name"]: 100 + rng.normal(0, 1),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -94,6 +110,7 @@ def test_testbed_options_enter_the_definition_only_when_set():
 
 def test_unknown_qemu_option_is_a_config_error():
     from schedlab.testbeds.qemu import QemuTestbed
+
     s1 = copy.deepcopy(config.load_study("s1"))
     s1["testbeds"]["qemu"]["options"]["smpp"] = 3
     with pytest.raises(config.ConfigError, match="testbeds.qemu.options: unknown option.*smpp"):
@@ -106,12 +123,14 @@ def test_real_hosts_run_a_variants_points_together():
     npts = len(config.points(st, "qemu"))
     per_round = len(st["variants"]) * npts
     for r in range(len(order) // per_round):
-        rnd = [e["variant"] for e in order[r * per_round:(r + 1) * per_round]]
+        rnd = [e["variant"] for e in order[r * per_round : (r + 1) * per_round]]
         blocks = [rnd[i] for i in range(len(rnd)) if i == 0 or rnd[i] != rnd[i - 1]]
-        assert len(blocks) == len(st["variants"]) == len(set(blocks))   # one block per variant
-    firsts = {tuple(e["variant"] for e in order[r * per_round:(r + 1) * per_round:npts])
-              for r in range(len(order) // per_round)}
-    assert len(firsts) > 1          # the variant order changes between rounds
+        assert len(blocks) == len(st["variants"]) == len(set(blocks))  # one block per variant
+    firsts = {
+        tuple(e["variant"] for e in order[r * per_round : (r + 1) * per_round : npts])
+        for r in range(len(order) // per_round)
+    }
+    assert len(firsts) > 1  # the variant order changes between rounds
     assert plan(st, "sim", 3) != order
 
 
@@ -136,8 +155,9 @@ def test_dataset_rederives_the_manifest_from_records(sim_binary, tmp_path):
         dataset(st, "sim", tmp_path, 12, tmp_path / "other.json")
     # the CLI reports what it found and never writes into raw/
     before = sorted(p.name for p in (tmp_path / "raw" / "sim" / "s1").iterdir())
-    r = schedlab("dataset", "s1", "--testbed", "sim", "--out", tmp_path, "--seed", "11",
-                 "--manifest", tmp_path / "cli.json")
+    r = schedlab(
+        "dataset", "s1", "--testbed", "sim", "--out", tmp_path, "--seed", "11", "--manifest", tmp_path / "cli.json"
+    )
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "raw" / "sim" / "s1").iterdir()) == before
 
@@ -146,25 +166,44 @@ def test_methods_name_what_each_variant_booted_from_its_own_records():
     """The methods' 'Booted' line comes from each run's counters; a process-wide description
     (older qemu records) counts only where it names the run's own build."""
     from schedlab.report.data import booted_builds
+
     xen = lambda v, p: {"xen_version": v, "patches": p, "sha256": "ab" * 32}  # noqa: E731
     stale = {"xen_version": "4.17.5-schedlab-a99", "xen_commandline": "sched=credit"}
     recs = [
-        {"variant": "fixed", "counters": {"xen": xen("4.17.5-schedlab-a99", "stock")},
-         "provenance": {"testbed": {"booted": stale}}},
-        {"variant": "bug", "counters": {"xen": xen("4.17.5-schedlab-2f9", "boost-bug")},
-         "provenance": {"testbed": {"booted": stale}}},          # stale: names fixed's boot
-        {"variant": "bug", "counters": {"xen": xen("4.17.5-schedlab-2f9", "boost-bug"),
-                                        "booted": {"xen_commandline": "sched=credit x"}},
-         "provenance": {"testbed": {}}},
-        {"variant": "n", "counters": {"kernel": {"kernelrelease": "6.1-k", "config": "pvspin-n",
-                                                 "config_sha256": "cd" * 32}, "cmdline": "ro nopvspin"},
-         "provenance": {"testbed": {}}},
+        {
+            "variant": "fixed",
+            "counters": {"xen": xen("4.17.5-schedlab-a99", "stock")},
+            "provenance": {"testbed": {"booted": stale}},
+        },
+        {
+            "variant": "bug",
+            "counters": {"xen": xen("4.17.5-schedlab-2f9", "boost-bug")},
+            "provenance": {"testbed": {"booted": stale}},
+        },  # stale: names fixed's boot
+        {
+            "variant": "bug",
+            "counters": {
+                "xen": xen("4.17.5-schedlab-2f9", "boost-bug"),
+                "booted": {"xen_commandline": "sched=credit x"},
+            },
+            "provenance": {"testbed": {}},
+        },
+        {
+            "variant": "n",
+            "counters": {
+                "kernel": {"kernelrelease": "6.1-k", "config": "pvspin-n", "config_sha256": "cd" * 32},
+                "cmdline": "ro nopvspin",
+            },
+            "provenance": {"testbed": {}},
+        },
         {"variant": "sim", "counters": {}, "provenance": {"testbed": {}}},
     ]
     b = booted_builds(recs)
     assert set(b) == {"fixed", "bug", "n"}
-    assert b["fixed"] == ["Xen 4.17.5-schedlab-a99 (patch series stock, binary sha256 abababababab), "
-                          "command line `sched=credit'"]
-    assert b["bug"] == ["Xen 4.17.5-schedlab-2f9 (patch series boost-bug, binary sha256 abababababab), "
-                        "command line `sched=credit x'"]
+    assert b["fixed"] == [
+        "Xen 4.17.5-schedlab-a99 (patch series stock, binary sha256 abababababab), command line `sched=credit'"
+    ]
+    assert b["bug"] == [
+        "Xen 4.17.5-schedlab-2f9 (patch series boost-bug, binary sha256 abababababab), command line `sched=credit x'"
+    ]
     assert "nopvspin" in b["n"][0] and "pvspin-n" in b["n"][0]

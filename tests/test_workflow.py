@@ -1,6 +1,7 @@
 """The workflow as Snakemake sees it: its profile, lints and format, the Conda route
 (environment.yml from requirements.lock), the lab's lock, the notebooks' paired text
 files, and the report's views of figures and tables."""
+
 import json
 import re
 import subprocess
@@ -9,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import BIN, ROOT
 
 PROFILE = ROOT / "workflow" / "profiles" / "default"
@@ -26,10 +26,15 @@ def pins(path: Path) -> dict[str, str]:
 
 
 def test_environment_yml_is_generated_from_the_lock():
-    r = subprocess.run([sys.executable, str(ROOT / "workflow" / "scripts" / "environment-yml")],
-                       capture_output=True, text=True, check=True)
-    assert r.stdout == (ROOT / "environment.yml").read_text(), \
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "workflow" / "scripts" / "environment-yml")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert r.stdout == (ROOT / "environment.yml").read_text(), (
         "environment.yml is stale: workflow/scripts/environment-yml > environment.yml"
+    )
     env = yaml.safe_load(r.stdout)
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     # --use-conda copies environment.yml alone: no -r/-e lines that point at other files
@@ -58,18 +63,31 @@ def test_profile_holds_the_flags(env_path):
     assert prof["rerun-incomplete"] and prof["show-failed-logs"]
     makefile = (ROOT / "Makefile").read_text()
     assert "--resources" not in makefile and "--workflow-profile workflow/profiles/default" in makefile
-    r = subprocess.run([str(BIN / "snakemake"), "-n", "--workflow-profile", str(PROFILE.relative_to(ROOT))],
-                       cwd=ROOT, capture_output=True, text=True, env=env_path, timeout=300)
+    r = subprocess.run(
+        [str(BIN / "snakemake"), "-n", "--workflow-profile", str(PROFILE.relative_to(ROOT))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env_path,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Using workflow specific profile workflow/profiles/default" in r.stderr
 
 
 def test_snakemake_lint_and_snakefmt_are_clean(env_path):
-    r = subprocess.run([str(BIN / "snakemake"), "--lint", "--workflow-profile", "workflow/profiles/default"],
-                       cwd=ROOT, capture_output=True, text=True, env=env_path, timeout=300)
+    r = subprocess.run(
+        [str(BIN / "snakemake"), "--lint", "--workflow-profile", "workflow/profiles/default"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env_path,
+        timeout=300,
+    )
     assert r.returncode == 0 and "Lints for" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-4000:]
-    r = subprocess.run([str(BIN / "snakefmt"), "--check", "."], cwd=ROOT, capture_output=True, text=True,
-                       env=env_path, timeout=300)
+    r = subprocess.run(
+        [str(BIN / "snakefmt"), "--check", "."], cwd=ROOT, capture_output=True, text=True, env=env_path, timeout=300
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
 
 
@@ -83,16 +101,22 @@ def test_notebooks_are_paired_with_percent_scripts():
         assert nb["metadata"]["jupytext"]["formats"] == "ipynb,py:percent", nb_path.name
         py = nb_path.with_suffix(".py")
         assert py.exists(), f"{py.name} missing: jupytext --sync {nb_path.name}"
-        assert jupytext.writes(jupytext.read(nb_path), fmt="py:percent") == py.read_text(), \
+        assert jupytext.writes(jupytext.read(nb_path), fmt="py:percent") == py.read_text(), (
             f"{nb_path.name} and {py.name} differ: jupytext --sync notebooks/{nb_path.name}"
-        assert '# %% tags=["parameters"]' in py.read_text()   # papermill's cell survives the round trip
+        )
+        assert '# %% tags=["parameters"]' in py.read_text()  # papermill's cell survives the round trip
 
 
 def test_report_marks_every_figure_and_table():
     text = (ROOT / "workflow" / "rules" / "report.smk").read_text()
     marked = re.findall(r'report\(\s*"([^"]+)",\s*caption="([^"]+)"', text)
-    assert {Path(p).name for p, _ in marked} >= {"{testbed}-figure.png", "{testbed}-table.html", "figure.png",
-                                                 "table.html", "testbeds.html"}
+    assert {Path(p).name for p, _ in marked} >= {
+        "{testbed}-figure.png",
+        "{testbed}-table.html",
+        "figure.png",
+        "table.html",
+        "testbeds.html",
+    }
     for _, caption in marked:
         assert (ROOT / "workflow" / "rules" / caption).resolve().is_file(), caption
     assert (ROOT / "workflow" / "report" / "workflow.rst").is_file()
@@ -103,6 +127,7 @@ VIEW = ROOT / "workflow" / "scripts" / "report-view"
 
 def test_report_view_makes_a_png_of_a_pdf_figure(tmp_path):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from PIL import Image
@@ -110,8 +135,9 @@ def test_report_view_makes_a_png_of_a_pdf_figure(tmp_path):
     fig, ax = plt.subplots(figsize=(3, 2))
     ax.plot([0, 1, 2], [2, 0, 1])
     fig.savefig(tmp_path / "f.pdf")
-    subprocess.run([sys.executable, str(VIEW), "figure", str(tmp_path / "f.pdf"), str(tmp_path / "f.png")],
-                   check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, str(VIEW), "figure", str(tmp_path / "f.pdf"), str(tmp_path / "f.png")], check=True, timeout=120
+    )
     with Image.open(tmp_path / "f.png") as im:
         lo, hi = im.convert("L").getextrema()
         assert im.size[0] > 200 and hi - lo > 100
@@ -136,8 +162,9 @@ fix & $-12.3 \pm 1.2$\,\%$^{*}$ & \textbf{5} \\
     side = tmp_path / "c.json"
     side.write_text(json.dumps({"table": "s1-sim", "data_hash": "ab" * 32, "cells": {"a": {}, "b": {}}}))
     out = tmp_path / "t.html"
-    subprocess.run([sys.executable, str(VIEW), "table", str(tex), str(out), "--sidecar", str(side)],
-                   check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, str(VIEW), "table", str(tex), str(out), "--sidecar", str(side)], check=True, timeout=60
+    )
     html = out.read_text()
     assert '<td colspan="2">throughput</td>' in html
     assert "<td>-12.3 ± 1.2\u2009%*</td>" in html

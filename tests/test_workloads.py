@@ -1,5 +1,6 @@
 """Fast tests of the Xen-host workloads (schedlab/workloads/): the lock module's result
 line, its histogram arithmetic, guest configs, metrics from canned results. No QEMU."""
+
 from __future__ import annotations
 
 import re
@@ -10,19 +11,20 @@ import pytest
 from schedlab import workloads
 from schedlab.core.testbed import RunFailed
 from schedlab.workloads import lockstorm, lockwork
-from schedlab.workloads.lockwork import (bucket_of, bucket_upper, hist_percentile, lock_cfg, merge_hists,
-                                         parse_result)
+from schedlab.workloads.lockwork import bucket_of, bucket_upper, hist_percentile, lock_cfg, merge_hists, parse_result
 
 REPO = Path(__file__).resolve().parents[1]
 
 # A line as guest/guest-init.sh prints it (the part from "lockmod v=1" is lockmod.c's).
-LINE = ("SCHEDLAB-LOCK-RESULT token=0000002a1b2c3d vm=lock1 guest_ticks=150,0,240,2,0,1,3,190 "
-        "lockmod v=1 flavour=spin-yield mode=ops "
-        "threads=2 cpus=2 ops=4000 elapsed_ns=2000000000 ops_per_s=2000.000 wait_mean_ns=1500 "
-        "wait_p50_ns=1023 wait_p90_ns=2047 wait_p99_ns=40959 wait_max_ns=40000 wait_total_ns=6000000 "
-        "yields=17 compute_ns=300000 hold_ns=30000 compute_loops=90000 hold_loops=9000 "
-        "loops_per_ms=300000 spin_threshold=4096 pvspin=1 xen=2 tag=0000002a1b2c3d "
-        "thread_ops=2001,1999 hist=5:10,60:1990,68:1800,132:200")
+LINE = (
+    "SCHEDLAB-LOCK-RESULT token=0000002a1b2c3d vm=lock1 guest_ticks=150,0,240,2,0,1,3,190 "
+    "lockmod v=1 flavour=spin-yield mode=ops "
+    "threads=2 cpus=2 ops=4000 elapsed_ns=2000000000 ops_per_s=2000.000 wait_mean_ns=1500 "
+    "wait_p50_ns=1023 wait_p90_ns=2047 wait_p99_ns=40959 wait_max_ns=40000 wait_total_ns=6000000 "
+    "yields=17 compute_ns=300000 hold_ns=30000 compute_loops=90000 hold_loops=9000 "
+    "loops_per_ms=300000 spin_threshold=4096 pvspin=1 xen=2 tag=0000002a1b2c3d "
+    "thread_ops=2001,1999 hist=5:10,60:1990,68:1800,132:200"
+)
 
 
 def test_parse_result_line():
@@ -45,14 +47,17 @@ def test_parse_result_tolerates_console_noise():
     assert parse_result("  " + LINE.replace(" hist=", "  hist="))["ops"] == 4000
 
 
-@pytest.mark.parametrize("bad", [
-    "SCHEDLAB-LOCK-RESULT token=1 vm=lock1 error=insmod insmod:_ERROR:_could_not_insert_module",
-    "SCHEDLAB-LOCK-RESULT token=1 vm=lock1 error=no-result",
-    "SCHEDLAB-LOCK-RESULT token=1 vm=lock1 something else",
-    LINE.replace("lockmod v=1", "lockmod v=2"),
-    LINE.replace(" elapsed_ns=2000000000", ""),
-    LINE.replace("elapsed_ns=2000000000", "elapsed_ns=0"),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "SCHEDLAB-LOCK-RESULT token=1 vm=lock1 error=insmod insmod:_ERROR:_could_not_insert_module",
+        "SCHEDLAB-LOCK-RESULT token=1 vm=lock1 error=no-result",
+        "SCHEDLAB-LOCK-RESULT token=1 vm=lock1 something else",
+        LINE.replace("lockmod v=1", "lockmod v=2"),
+        LINE.replace(" elapsed_ns=2000000000", ""),
+        LINE.replace("elapsed_ns=2000000000", "elapsed_ns=0"),
+    ],
+)
 def test_parse_result_rejects(bad):
     with pytest.raises(RunFailed):
         parse_result(bad)
@@ -75,7 +80,7 @@ def test_histogram_buckets_match_the_module():
     for v in (0, 1, 7, 8, 15, 16, 17, 1000, 12345, 10**9, 2**40 + 3, 2**63 + 5):
         i = bucket_of(v)
         assert bucket_upper(i - 1) < v <= bucket_upper(i) if i else v <= bucket_upper(i)
-    assert bucket_of(2**64 - 1) == (64 - 3 + 1) * 8 - 1      # NBUCKETS - 1 in lockmod.c
+    assert bucket_of(2**64 - 1) == (64 - 3 + 1) * 8 - 1  # NBUCKETS - 1 in lockmod.c
 
 
 def test_hist_percentile_nearest_rank():
@@ -130,7 +135,6 @@ class FakeDomains:
     def list(self):
         return {"Domain-0": "r-----", **{n: "-b----" for n in self.created}}
 
-
     def cpu_times(self):
         return {n: 1.0 for n in self.list()}
 
@@ -155,6 +159,7 @@ class FakeDomains:
             def wait(self, marker, timeout, **kw):
                 tok = marker.split("token=")[1].strip()
                 return {n: doms.lines[n].replace("token=0000002a1b2c3d", f"token={tok}") for n in names}
+
         return Follow()
 
 
@@ -164,6 +169,7 @@ class FakeHost:
             stdout = "Name ID VCPU CPU State Time(s) Affinity (Hard / Soft)\n"
             stderr = ""
             returncode = 0
+
         return R()
 
 
@@ -187,7 +193,7 @@ def test_lockwork_metrics_from_results():
 
 
 def test_lockstorm_metrics_and_pvspin_check():
-    line = (LINE.replace("flavour=spin-yield", "flavour=kernel").replace("mode=ops", "mode=duration"))
+    line = LINE.replace("flavour=spin-yield", "flavour=kernel").replace("mode=ops", "mode=duration")
     doms = FakeDomains({"lock1": line, "lock2": line.replace("vm=lock1", "vm=lock2")})
     opts = {**workloads.DEFAULTS, "variant_guest": {"lock": "pv-ticket"}}
     r = lockstorm.run(FakeHost(), doms, opts, {"overcommit": 2}, 7, {})
@@ -204,10 +210,11 @@ def test_lockstorm_metrics_and_pvspin_check():
 def test_study_options_are_known_to_the_qemu_testbed():
     from schedlab import config
     from schedlab.testbeds.qemu import QemuTestbed
+
     tb = QemuTestbed()
     for name in ("s0", "s2", "s3"):
         study = config.load_study(name)
-        cfg = tb.config(study)          # raises ConfigError on an unknown option
+        cfg = tb.config(study)  # raises ConfigError on an unknown option
         assert workloads.get(study["workload"]["kind"])
         assert cfg["guest_vcpus"] >= 1
 
@@ -222,6 +229,7 @@ class LocalHost:
 def test_console_follower_streams_new_lines(tmp_path, monkeypatch):
     from schedlab.host import HostError
     from schedlab.workloads import xl
+
     monkeypatch.setattr(xl.Domains, "console_log", staticmethod(lambda n: str(tmp_path / f"guest-{n}.log")))
     for n in ("lock1", "lock2"):
         (tmp_path / f"guest-{n}.log").write_text(f"SCHEDLAB-LOCK-RESULT token=old vm={n} lockmod v=1\n")
@@ -233,8 +241,10 @@ def test_console_follower_streams_new_lines(tmp_path, monkeypatch):
             g.flush()
             g.write("v=1 ops=7\r\n")
         lines = f.wait("SCHEDLAB-LOCK-RESULT token=t1 ", timeout=20)
-    assert lines == {"lock1": "SCHEDLAB-LOCK-RESULT token=t1 vm=lock1 lockmod v=1 ops=7",
-                     "lock2": "SCHEDLAB-LOCK-RESULT token=t1 vm=lock2 lockmod v=1 ops=5"}
+    assert lines == {
+        "lock1": "SCHEDLAB-LOCK-RESULT token=t1 vm=lock1 lockmod v=1 ops=7",
+        "lock2": "SCHEDLAB-LOCK-RESULT token=t1 vm=lock2 lockmod v=1 ops=5",
+    }
     with xl.ConsoleFollower(LocalHost(), ["lock1"], timeout=20) as f:
         with pytest.raises(RunFailed, match="within"):
             f.wait("SCHEDLAB-LOCK-RESULT token=t2 ", timeout=1.5)
@@ -254,21 +264,28 @@ def test_console_follower_puts_interleaved_lines_back_together():
     """tail -v of two logs: half a line of lock1, then lock2's line, then the rest of
     lock1's (two guests finishing together). Each file's line comes out whole."""
     from schedlab.workloads import xl
+
     f = xl.ConsoleFollower.__new__(xl.ConsoleFollower)
     f._buf, f._file, f._part, f._lines = b"", None, {}, []
-    for chunk in (b"SCHEDLAB-FOLLOW-READY\n\n==> /c/guest-lock1.log <==\n\n==> /c/guest-lock2.log <==\n",
-                  b"\n==> /c/guest-lock1.log <==\nSCHEDLAB-LOCK-RESULT token=t vm=lock1 ops=",
-                  b"\n==> /c/guest-lock2.log <==\nSCHEDLAB-LOCK-RESULT token=t vm=lock2 ops=5\r\n",
-                  b"\n==> /c/guest-lock1.log <==\n7 hist=\r\n==> not a header\n"):
+    for chunk in (
+        b"SCHEDLAB-FOLLOW-READY\n\n==> /c/guest-lock1.log <==\n\n==> /c/guest-lock2.log <==\n",
+        b"\n==> /c/guest-lock1.log <==\nSCHEDLAB-LOCK-RESULT token=t vm=lock1 ops=",
+        b"\n==> /c/guest-lock2.log <==\nSCHEDLAB-LOCK-RESULT token=t vm=lock2 ops=5\r\n",
+        b"\n==> /c/guest-lock1.log <==\n7 hist=\r\n==> not a header\n",
+    ):
         f._feed(chunk)
     assert [x.decode().strip("\r") for x in f._lines] == [
-        "SCHEDLAB-FOLLOW-READY", "SCHEDLAB-LOCK-RESULT token=t vm=lock2 ops=5",
-        "SCHEDLAB-LOCK-RESULT token=t vm=lock1 ops=7 hist=", "==> not a header"]
+        "SCHEDLAB-FOLLOW-READY",
+        "SCHEDLAB-LOCK-RESULT token=t vm=lock2 ops=5",
+        "SCHEDLAB-LOCK-RESULT token=t vm=lock1 ops=7 hist=",
+        "==> not a header",
+    ]
 
 
 def test_console_follower_nudges_a_silent_guest(tmp_path, monkeypatch):
     """A guest that does not print its START line gets the command again (nudge)."""
     from schedlab.workloads import xl
+
     monkeypatch.setattr(xl.Domains, "console_log", staticmethod(lambda n: str(tmp_path / f"guest-{n}.log")))
     for n in ("lock1", "lock2"):
         (tmp_path / f"guest-{n}.log").write_text("")
@@ -278,11 +295,13 @@ def test_console_follower_nudges_a_silent_guest(tmp_path, monkeypatch):
         nudged.append(list(late))
         with open(tmp_path / "guest-lock2.log", "a") as g:
             g.write("SCHEDLAB-LOCK-START token=t vm=lock2\nSCHEDLAB-LOCK-RESULT token=t vm=lock2 x\n")
+
     with xl.ConsoleFollower(LocalHost(), ["lock1", "lock2"], timeout=20) as f:
         with open(tmp_path / "guest-lock1.log", "a") as g:
             g.write("SCHEDLAB-LOCK-START token=t vm=lock1\n")
         with open(tmp_path / "guest-lock1.log", "a") as g:
             g.write("SCHEDLAB-LOCK-RESULT token=t vm=lock1 x\n")
-        lines = f.wait("SCHEDLAB-LOCK-RESULT token=t ", 30, started="SCHEDLAB-LOCK-START token=t ",
-                       nudge=nudge, nudge_after=1.0)
+        lines = f.wait(
+            "SCHEDLAB-LOCK-RESULT token=t ", 30, started="SCHEDLAB-LOCK-START token=t ", nudge=nudge, nudge_after=1.0
+        )
     assert set(lines) == {"lock1", "lock2"} and nudged == [["lock2"]] and f.nudges == {"lock2": 1}

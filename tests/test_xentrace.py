@@ -1,5 +1,6 @@
 """Xen trace parsing (schedlab/workloads/xentrace.py) and S3's workload from canned
 results and a synthetic trace written in xentrace's file format. No QEMU."""
+
 from __future__ import annotations
 
 import struct
@@ -26,18 +27,28 @@ def window(cpu: int, *recs: bytes) -> bytes:
     return struct.pack("<IiI", 0x0001F003 | 2 << 28, cpu, len(body)) + body
 
 
-TRACE = (window(0, rs(100, 1, 0, RUNNABLE, RUNNING), rs(200, 1, 0, RUNNING, BLOCKED))
-         + window(1, rs(300, 1, 0, RUNNABLE, RUNNING), rs(400, 1, 0, RUNNING, RUNNABLE),
-                  rs(600, 2, 1, RUNNABLE, RUNNING))
-         # dom0 and the idle domain are not guests; a second window of pCPU 0
-         + window(0, rs(250, 0, 0, RUNNABLE, RUNNING), rs(260, 0x7FFF, 0, RUNNABLE, RUNNING),
-                  rs(500, 1, 0, RUNNABLE, RUNNING)))
+TRACE = (
+    window(0, rs(100, 1, 0, RUNNABLE, RUNNING), rs(200, 1, 0, RUNNING, BLOCKED))
+    + window(1, rs(300, 1, 0, RUNNABLE, RUNNING), rs(400, 1, 0, RUNNING, RUNNABLE), rs(600, 2, 1, RUNNABLE, RUNNING))
+    # dom0 and the idle domain are not guests; a second window of pCPU 0
+    + window(
+        0, rs(250, 0, 0, RUNNABLE, RUNNING), rs(260, 0x7FFF, 0, RUNNABLE, RUNNING), rs(500, 1, 0, RUNNABLE, RUNNING)
+    )
+)
 
 
 def test_records_walk_windows():
     recs = list(records(TRACE))
-    assert [(c, t) for c, t, _, _ in recs] == [(0, 100), (0, 200), (1, 300), (1, 400), (1, 600),
-                                                (0, 250), (0, 260), (0, 500)]
+    assert [(c, t) for c, t, _, _ in recs] == [
+        (0, 100),
+        (0, 200),
+        (1, 300),
+        (1, 400),
+        (1, 600),
+        (0, 250),
+        (0, 260),
+        (0, 500),
+    ]
     assert recs[0][3] == (1 << 16,)
 
 
@@ -60,12 +71,15 @@ def test_lost_records_are_counted():
     assert placement(TRACE + window(1, lost))["lost_records"] == 5
 
 
-@pytest.mark.parametrize("bad, where", [
-    (TRACE[:-3], "runs past the end"),
-    (TRACE + b"\x00" * 5, "stray bytes at offset"),
-    (rs(1, 1, 0, 1, 0) + TRACE, "no cpu-change record at offset 0"),
-    (window(0, rs(1, 1, 0, 1, 0)[:-2]) , "runs past its window"),
-])
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        (TRACE[:-3], "runs past the end"),
+        (TRACE + b"\x00" * 5, "stray bytes at offset"),
+        (rs(1, 1, 0, 1, 0) + TRACE, "no cpu-change record at offset 0"),
+        (window(0, rs(1, 1, 0, 1, 0)[:-2]), "runs past its window"),
+    ],
+)
 def test_malformed_trace_names_the_offset(bad, where):
     with pytest.raises(TraceError, match=where):
         placement(bad)
@@ -73,23 +87,27 @@ def test_malformed_trace_names_the_offset(bad, where):
 
 def test_module_params_sleep_and_no_lock():
     opts = {**workloads.DEFAULTS}
-    p = lockwork.module_params(opts, "none", duration_ms=1000, compute_loops=10, hold_loops=1,
-                               sleep_us=1000, sleep_permille=500)
+    p = lockwork.module_params(
+        opts, "none", duration_ms=1000, compute_loops=10, hold_loops=1, sleep_us=1000, sleep_permille=500
+    )
     assert p["flavour"] == "none" and p["sleep_us"] == 1000 and p["sleep_permille"] == 500
     # S0's and S2's parameters (and so their guests' command lines) are unchanged
     q = lockwork.module_params(opts, "kernel", duration_ms=1000, compute_loops=10, hold_loops=1)
     assert "sleep_us" not in q and "sleep_permille" not in q
     with pytest.raises(RunFailed, match="sleep_permille"):
-        lockwork.module_params(opts, "none", duration_ms=1, compute_loops=1, hold_loops=1,
-                               sleep_us=10, sleep_permille=1001)
+        lockwork.module_params(
+            opts, "none", duration_ms=1, compute_loops=1, hold_loops=1, sleep_us=10, sleep_permille=1001
+        )
 
 
-LINE = ("SCHEDLAB-LOCK-RESULT token=0000002a1b2c3d vm=lock1 guest_ticks=150,0,240,2,0,1,3,190 "
-        "lockmod v=1 flavour=none mode=duration threads=2 cpus=2 ops=20000 elapsed_ns=10000000000 "
-        "ops_per_s=2000.000 wait_mean_ns=0 wait_p50_ns=0 wait_p90_ns=0 wait_p99_ns=0 wait_max_ns=0 "
-        "wait_total_ns=0 yields=0 compute_ns=2000 hold_ns=1000 compute_loops=1000000 hold_loops=1 "
-        "loops_per_ms=1000000 spin_threshold=4096 pvspin=1 xen=2 sleep_us=1000 sleep_permille=500 "
-        "sleeps=10000 slept_ns=9000000000 tag=0000002a1b2c3d thread_ops=10000,10000 hist=")
+LINE = (
+    "SCHEDLAB-LOCK-RESULT token=0000002a1b2c3d vm=lock1 guest_ticks=150,0,240,2,0,1,3,190 "
+    "lockmod v=1 flavour=none mode=duration threads=2 cpus=2 ops=20000 elapsed_ns=10000000000 "
+    "ops_per_s=2000.000 wait_mean_ns=0 wait_p50_ns=0 wait_p90_ns=0 wait_p99_ns=0 wait_max_ns=0 "
+    "wait_total_ns=0 yields=0 compute_ns=2000 hold_ns=1000 compute_loops=1000000 hold_loops=1 "
+    "loops_per_ms=1000000 spin_threshold=4096 pvspin=1 xen=2 sleep_us=1000 sleep_permille=500 "
+    "sleeps=10000 slept_ns=9000000000 tag=0000002a1b2c3d thread_ops=10000,10000 hist="
+)
 
 
 def test_bursts_metrics_from_results_and_trace(monkeypatch):
@@ -113,7 +131,7 @@ def test_bursts_metrics_from_results_and_trace(monkeypatch):
     doms = Doms({"lock1": LINE, "lock2": LINE.replace("vm=lock1", "vm=lock2").replace("ops=20000", "ops=10000")})
     r = bursts.run(FakeHost(), doms, {**workloads.DEFAULTS}, {"vms": 2}, 3, {"xen_scheduler": "credit"})
     assert r.metrics["throughput"] == pytest.approx(2000 + 1000)
-    assert r.metrics["migrations"] == pytest.approx(2 / 10.0)     # 2 migrations in a 10 s run
+    assert r.metrics["migrations"] == pytest.approx(2 / 10.0)  # 2 migrations in a 10 s run
     assert r.counters["per_vcpu"]["lock1/0"]["migrations"] == 2
     assert "sleep_us=1000" in doms.created["lock1"] and "lockmod.flavour=none" in doms.created["lock1"]
     # a trace that lost records is not data

@@ -25,6 +25,7 @@ Each <key> is a hash of the recipe (package names, suite, the guest/ scripts, pa
 contents); the testbed's build_id is a hash of the built artifacts themselves.
 Building dom0 needs root (debootstrap chroots); the rest does not.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -37,9 +38,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from schedlab.builds import rootfs
 from schedlab.host import sha256_file  # re-exported: qemu.py uses qi.sha256_file
@@ -50,9 +51,20 @@ MIRROR = os.environ.get("SCHEDLAB_DEBIAN_MIRROR", "http://deb.debian.org/debian"
 XEN_PACKAGE = "xen-hypervisor-4.17-amd64"
 XEN_SOURCE_PACKAGE = "xen"
 DOM0_PACKAGES = [
-    "xen-utils-4.17", "xen-utils-common", "openssh-server", "busybox", "iperf3", "sockperf",
-    "iproute2", "bridge-utils", "kmod", "procps", "linux-image-amd64", "initramfs-tools", "udev",
-    "sysbench",     # S4's memory benchmark, copied into the guest initramfs
+    "xen-utils-4.17",
+    "xen-utils-common",
+    "openssh-server",
+    "busybox",
+    "iperf3",
+    "sockperf",
+    "iproute2",
+    "bridge-utils",
+    "kmod",
+    "procps",
+    "linux-image-amd64",
+    "initramfs-tools",
+    "udev",
+    "sysbench",  # S4's memory benchmark, copied into the guest initramfs
 ]
 # Kernel modules the PV guest needs (the Debian kernel has them as modules), in load order.
 GUEST_MODULES = ["drivers/net/xen-netfront.ko"]
@@ -76,6 +88,7 @@ Log = Callable[[str], None]
 
 def _stderr(msg: str) -> None:
     import sys
+
     print(msg, file=sys.stderr, flush=True)
 
 
@@ -93,8 +106,9 @@ def _run(argv, log: Log | None = None, **kw) -> subprocess.CompletedProcess:
         log("$ " + " ".join(map(str, argv)))
     res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, **kw)
     if res.returncode != 0:
-        raise RuntimeError(f"command failed ({res.returncode}): {' '.join(map(str, argv))}\n"
-                           f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+        raise RuntimeError(
+            f"command failed ({res.returncode}): {' '.join(map(str, argv))}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        )
     return res
 
 
@@ -103,7 +117,7 @@ def _nice(argv: list) -> list:
 
 
 def _finish(tmp: Path, final: Path) -> Path:
-    if final.exists():            # another builder won the race
+    if final.exists():  # another builder won the race
         shutil.rmtree(tmp, ignore_errors=True)
         return final
     os.replace(tmp, final)
@@ -128,20 +142,32 @@ DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
 
 def _src_sources() -> str:
-    return (f"deb-src [signed-by={DEBIAN_KEYRING}] {MIRROR} {SUITE} main\n"
-            f"deb-src [signed-by={DEBIAN_KEYRING}] {MIRROR} {SUITE}-updates main\n"
-            f"deb-src [signed-by={DEBIAN_KEYRING}] {SECURITY_MIRROR} {SUITE}-security main\n")
+    return (
+        f"deb-src [signed-by={DEBIAN_KEYRING}] {MIRROR} {SUITE} main\n"
+        f"deb-src [signed-by={DEBIAN_KEYRING}] {MIRROR} {SUITE}-updates main\n"
+        f"deb-src [signed-by={DEBIAN_KEYRING}] {SECURITY_MIRROR} {SUITE}-security main\n"
+    )
 
 
 def apt_src_options(*, refresh: bool = False, log: Log | None = None) -> list[str]:
     """`-o` options that point apt-get/apt-cache at deb-src lists of our own (in the cache),
     leaving /etc/apt and /var/lib/apt alone. Fetches the lists on first use (or `refresh`)."""
     state = cache_root() / "apt-src" / _key({"sources": _src_sources()})
-    opts = ["-o", f"Dir::Etc::SourceList={state / 'sources.list'}", "-o", f"Dir::Etc::SourceParts={state / 'sources.list.d'}",
-            "-o", f"Dir::State::Lists={state / 'lists'}", "-o", f"Dir::Cache={state / 'cache'}",
-            "-o", "Dir::State::Status=/var/lib/dpkg/status",
-            # the cache may be private to its owner, where apt's _apt download user can't write
-            "-o", "APT::Sandbox::User=" + pwd.getpwuid(os.geteuid()).pw_name]
+    opts = [
+        "-o",
+        f"Dir::Etc::SourceList={state / 'sources.list'}",
+        "-o",
+        f"Dir::Etc::SourceParts={state / 'sources.list.d'}",
+        "-o",
+        f"Dir::State::Lists={state / 'lists'}",
+        "-o",
+        f"Dir::Cache={state / 'cache'}",
+        "-o",
+        "Dir::State::Status=/var/lib/dpkg/status",
+        # the cache may be private to its owner, where apt's _apt download user can't write
+        "-o",
+        "APT::Sandbox::User=" + pwd.getpwuid(os.geteuid()).pw_name,
+    ]
     if refresh or not (state / "updated").exists():
         if not Path(DEBIAN_KEYRING).exists():
             raise RuntimeError(f"{DEBIAN_KEYRING} missing (apt-get install debian-archive-keyring)")
@@ -183,8 +209,9 @@ def xen_stock_key(version: str | None) -> str:
 
 def rootfs_xen_version(rootfs_dir: Path) -> str:
     """Version of xen-utils-4.17 inside the dom0 tree: the hypervisor must match the tools."""
-    out = _run(["dpkg-query", "--admindir", rootfs_dir / "rootfs/var/lib/dpkg", "-W", "-f", "${Version}",
-                "xen-utils-4.17"]).stdout.strip()
+    out = _run(
+        ["dpkg-query", "--admindir", rootfs_dir / "rootfs/var/lib/dpkg", "-W", "-f", "${Version}", "xen-utils-4.17"]
+    ).stdout.strip()
     if not out:
         raise RuntimeError("xen-utils-4.17 not installed in the dom0 tree")
     return out
@@ -209,9 +236,15 @@ def ensure_xen_stock(version: str | None = None, *, build: bool = True, log: Log
     cfg = next((tmp / "x" / "boot").glob("xen-*-amd64.config"), None)
     if cfg:
         shutil.copy(cfg, tmp / "xen.config")
-    meta = {"source": "debian-package", "package": XEN_PACKAGE, "version": version,
-            "deb_sha256": sha256_file(deb), "sha256": sha256_file(tmp / "xen"),
-            "size_bytes": (tmp / "xen").stat().st_size, "build_seconds": round(time.monotonic() - t0, 1)}
+    meta = {
+        "source": "debian-package",
+        "package": XEN_PACKAGE,
+        "version": version,
+        "deb_sha256": sha256_file(deb),
+        "sha256": sha256_file(tmp / "xen"),
+        "size_bytes": (tmp / "xen").stat().st_size,
+        "build_seconds": round(time.monotonic() - t0, 1),
+    }
     shutil.rmtree(tmp / "x")
     shutil.rmtree(tmp / "deb")
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -228,17 +261,36 @@ def dom0_key() -> str:
     # The code that turns the tree into the images (not the whole module: editing build_xen
     # must not rebuild dom0).
     import inspect
-    code = "".join(inspect.getsource(f) for f in (ensure_dom0, rootfs.configure_image, _build_guest_initrd,
-                                                   _build_dom0_initrd,
-                                                   _module_order, _module_bytes, _cpio_gz, _copy_into,
-                                                   _chroot_libs))
+
+    code = "".join(
+        inspect.getsource(f)
+        for f in (
+            ensure_dom0,
+            rootfs.configure_image,
+            _build_guest_initrd,
+            _build_dom0_initrd,
+            _module_order,
+            _module_bytes,
+            _cpio_gz,
+            _copy_into,
+            _chroot_libs,
+        )
+    )
     scripts["code"] = hashlib.sha256(code.encode()).hexdigest()
     scripts["initrd_modules"] = DOM0_INITRD_MODULES
     # The guest's lock module: a changed source (or recipe) means a new image.
     scripts["lockmod"] = lockmod_key("*", "*")
     scripts["forkexec"] = forkexec_key()
-    return _key({"recipe": RECIPE_VERSION, "what": "dom0", "rootfs": rootfs_key(),
-                 "guest_modules": GUEST_MODULES, "guest_binaries": GUEST_BINARIES, "scripts": scripts})
+    return _key(
+        {
+            "recipe": RECIPE_VERSION,
+            "what": "dom0",
+            "rootfs": rootfs_key(),
+            "guest_modules": GUEST_MODULES,
+            "guest_binaries": GUEST_BINARIES,
+            "scripts": scripts,
+        }
+    )
 
 
 def ensure_rootfs(*, build: bool = True, log: Log | None = _stderr) -> Path:
@@ -257,15 +309,23 @@ def ensure_rootfs(*, build: bool = True, log: Log | None = _stderr) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=final.parent))
     t0 = time.monotonic()
-    _run(_nice(["debootstrap", "--variant=minbase", "--include=" + ",".join(DOM0_PACKAGES),
-                SUITE, tmp / "rootfs", MIRROR]), log)
+    _run(
+        _nice(
+            ["debootstrap", "--variant=minbase", "--include=" + ",".join(DOM0_PACKAGES), SUITE, tmp / "rootfs", MIRROR]
+        ),
+        log,
+    )
     for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
         for p in (tmp / "rootfs" / junk).glob("*"):
             if p.is_file():
                 p.unlink()
-    meta = {"suite": SUITE, "mirror": MIRROR, "packages": DOM0_PACKAGES,
-            "build_seconds": {"debootstrap": round(time.monotonic() - t0, 1)},
-            "size_bytes": _dir_size(tmp / "rootfs")}
+    meta = {
+        "suite": SUITE,
+        "mirror": MIRROR,
+        "packages": DOM0_PACKAGES,
+        "build_seconds": {"debootstrap": round(time.monotonic() - t0, 1)},
+        "size_bytes": _dir_size(tmp / "rootfs"),
+    }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return _finish(tmp, final)
 
@@ -281,7 +341,7 @@ def _chroot_libs(root: Path, binary: str) -> list[str]:
             if i + 1 < len(parts) and parts[i + 1].startswith("/"):
                 libs.append(parts[i + 1])
         elif parts and parts[0].startswith("/"):
-            libs.append(parts[0])        # the dynamic loader
+            libs.append(parts[0])  # the dynamic loader
     return libs
 
 
@@ -289,7 +349,7 @@ def _copy_into(root: Path, path: str, dest_root: Path) -> None:
     src = root / path.lstrip("/")
     dst = dest_root / path.lstrip("/")
     dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(src.resolve(), dst)     # resolve symlinks: copy the real file under this name
+    shutil.copy2(src.resolve(), dst)  # resolve symlinks: copy the real file under this name
 
 
 def _cpio_gz(src_dir: Path, out: Path, compress: bool = False) -> None:
@@ -297,8 +357,13 @@ def _cpio_gz(src_dir: Path, out: Path, compress: bool = False) -> None:
     under TCG the kernel's gunzip of a few MB costs more time than copying them."""
     files = subprocess.run(["find", ".", "-mindepth", "1"], cwd=src_dir, capture_output=True, check=True).stdout
     files = b"\n".join(sorted(files.splitlines())) + b"\n"
-    cpio = subprocess.run(["cpio", "--quiet", "-o", "-H", "newc", "--reproducible", "-R", "0:0"],
-                          cwd=src_dir, input=files, capture_output=True, check=True).stdout
+    cpio = subprocess.run(
+        ["cpio", "--quiet", "-o", "-H", "newc", "--reproducible", "-R", "0:0"],
+        cwd=src_dir,
+        input=files,
+        capture_output=True,
+        check=True,
+    ).stdout
     with open(out, "wb") as f:
         f.write(gzip.compress(cpio, compresslevel=6, mtime=0) if compress else cpio)
 
@@ -318,8 +383,11 @@ def ensure_kheaders(kver: str, version: str, *, build: bool = True, log: Log | N
     not apt's candidate: linux-kbuild-6.1 has newer versions in bookworm-security),
     `apt-get download`ed and unpacked into the cache (no root, nothing installed on the
     host). Returns the kbuild directory (…/usr/src/linux-headers-<kver>)."""
-    final = cache_root() / "kheaders" / _key({"recipe": RECIPE_VERSION, "what": "kheaders",
-                                                "kver": kver, "version": version})
+    final = (
+        cache_root()
+        / "kheaders"
+        / _key({"recipe": RECIPE_VERSION, "what": "kheaders", "kver": kver, "version": version})
+    )
     kdir = final / "root/usr/src" / f"linux-headers-{kver}"
     if (final / "meta.json").exists():
         return kdir
@@ -342,8 +410,13 @@ def ensure_kheaders(kver: str, version: str, *, build: bool = True, log: Log | N
         raise RuntimeError(f"{mk}: no 'include /usr/src/' line to rewrite:\n{text[:500]}")
     mk.write_text(fixed)
     shutil.rmtree(tmp / "deb")
-    (tmp / "meta.json").write_text(json.dumps({"kver": kver, "version": version, "packages": debs,
-                                               "build_seconds": round(time.monotonic() - t0, 1)}, indent=2) + "\n")
+    (tmp / "meta.json").write_text(
+        json.dumps(
+            {"kver": kver, "version": version, "packages": debs, "build_seconds": round(time.monotonic() - t0, 1)},
+            indent=2,
+        )
+        + "\n"
+    )
     _finish(tmp, final)
     return kdir
 
@@ -351,9 +424,11 @@ def ensure_kheaders(kver: str, version: str, *, build: bool = True, log: Log | N
 def lockmod_key(kver: str, version: str) -> str:
     src = {n: hashlib.sha256((GUEST_DIR / "lockmod" / n).read_bytes()).hexdigest() for n in LOCKMOD_SOURCES}
     import inspect
+
     code = hashlib.sha256(inspect.getsource(build_lockmod).encode()).hexdigest()
-    return _key({"recipe": RECIPE_VERSION, "what": "lockmod", "kver": kver, "version": version,
-                 "sources": src, "code": code})
+    return _key(
+        {"recipe": RECIPE_VERSION, "what": "lockmod", "kver": kver, "version": version, "sources": src, "code": code}
+    )
 
 
 def build_lockmod(kver: str, version: str, *, build: bool = True, log: Log | None = _stderr) -> Path:
@@ -381,18 +456,35 @@ def build_lockmod(kver: str, version: str, *, build: bool = True, log: Log | Non
     # the same bytes wherever it is built.
     _run(["strip", "--strip-debug", "--remove-section=.note.gnu.build-id", tmp / "lockmod.ko"], log)
     shutil.rmtree(src)
-    (tmp / "meta.json").write_text(json.dumps({
-        "kver": kver, "version": version, "headers": str(kdir.relative_to(cache_root())),
-        "sha256": sha256_file(tmp / "lockmod.ko"), "size_bytes": (tmp / "lockmod.ko").stat().st_size,
-        "warnings": warnings, "build_seconds": round(time.monotonic() - t0, 1)}, indent=2) + "\n")
+    (tmp / "meta.json").write_text(
+        json.dumps(
+            {
+                "kver": kver,
+                "version": version,
+                "headers": str(kdir.relative_to(cache_root())),
+                "sha256": sha256_file(tmp / "lockmod.ko"),
+                "size_bytes": (tmp / "lockmod.ko").stat().st_size,
+                "warnings": warnings,
+                "build_seconds": round(time.monotonic() - t0, 1),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return _finish(tmp, final) / "lockmod.ko"
 
 
 def forkexec_key() -> str:
     import inspect
-    return _key({"recipe": RECIPE_VERSION, "what": "forkexec",
-                 "source": hashlib.sha256(FORKEXEC_SOURCE.read_bytes()).hexdigest(),
-                 "code": hashlib.sha256(inspect.getsource(build_forkexec).encode()).hexdigest()})
+
+    return _key(
+        {
+            "recipe": RECIPE_VERSION,
+            "what": "forkexec",
+            "source": hashlib.sha256(FORKEXEC_SOURCE.read_bytes()).hexdigest(),
+            "code": hashlib.sha256(inspect.getsource(build_forkexec).encode()).hexdigest(),
+        }
+    )
 
 
 def build_forkexec(*, build: bool = True, log: Log | None = _stderr) -> Path:
@@ -414,14 +506,19 @@ def build_forkexec(*, build: bool = True, log: Log | None = _stderr) -> Path:
     _run([cc, "-O2", "-static", "-o", out, FORKEXEC_SOURCE], log)
     _run(["strip", "--strip-all", "--remove-section=.note.gnu.build-id", out], log)
     version = _run([cc, "--version"]).stdout.splitlines()[0]
-    (tmp / "meta.json").write_text(json.dumps({"cc": version, "flags": "-O2 -static",
-                                               "sha256": sha256_file(out), "size_bytes": out.stat().st_size},
-                                              indent=2) + "\n")
+    (tmp / "meta.json").write_text(
+        json.dumps(
+            {"cc": version, "flags": "-O2 -static", "sha256": sha256_file(out), "size_bytes": out.stat().st_size},
+            indent=2,
+        )
+        + "\n"
+    )
     return _finish(tmp, final) / "forkexec"
 
 
-def _build_guest_initrd(root: Path, kver: str, out: Path, log: Log | None,
-                        lockmod: Path | None = None, forkexec: Path | None = None) -> None:
+def _build_guest_initrd(
+    root: Path, kver: str, out: Path, log: Log | None, lockmod: Path | None = None, forkexec: Path | None = None
+) -> None:
     with tempfile.TemporaryDirectory(dir=out.parent) as d:
         stage = Path(d)
         for sub in ("bin", "sbin", "proc", "sys", "dev", "tmp", "lib/modules", "etc"):
@@ -477,6 +574,7 @@ def _module_order(root: Path, kver: str, names: list[str]) -> list[str]:
         for d in deps.get(m, []):
             visit(d)
         order.append(m)
+
     for n in names:
         key = n.replace("-", "_")
         if key not in byname:
@@ -544,8 +642,9 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
     for name, src in (("vmlinuz", f"boot/vmlinuz-{kver}"), ("initrd.img", f"boot/initrd.img-{kver}")):
         shutil.copy(root / src, tmp / name)
     # ssh keys, sshd, init (guest/dom0-init.sh + init-common.sh), identity
-    rootfs.configure_image(root, tmp, name=HOST_KEY_ALIAS, init_script=GUEST_DIR / "dom0-init.sh",
-                           init_path="/sbin/schedlab-init")
+    rootfs.configure_image(
+        root, tmp, name=HOST_KEY_ALIAS, init_script=GUEST_DIR / "dom0-init.sh", init_path="/sbin/schedlab-init"
+    )
     xlconf = root / "etc/xen/xl.conf"
     xlconf.parent.mkdir(parents=True, exist_ok=True)
     with open(xlconf, "a") as f:
@@ -555,8 +654,9 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
     # The PV guest: same kernel, busybox initramfs (+ lockmod.ko, built against the headers of
     # exactly this kernel package version).
     shutil.copy(tmp / "vmlinuz", tmp / "guest-vmlinuz")
-    kpkg_version = _run(["dpkg-query", "--admindir", root / "var/lib/dpkg", "-W", "-f", "${Version}",
-                         f"linux-image-{kver}"]).stdout.strip()
+    kpkg_version = _run(
+        ["dpkg-query", "--admindir", root / "var/lib/dpkg", "-W", "-f", "${Version}", f"linux-image-{kver}"]
+    ).stdout.strip()
     t_mod = time.monotonic()
     lockmod = build_lockmod(kver, kpkg_version, log=log)
     times["lockmod"] = round(time.monotonic() - t_mod, 1)
@@ -575,22 +675,42 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
     used = _dir_size(root)
     size_mb = int(used * 1.3 / 2**20) + 512
     img = tmp / "disk.img"
-    _run(["mkfs.ext4", "-q", "-F", "-L", "schedlab-dom0", "-d", root, "-E", "root_owner=0:0",
-          img, f"{size_mb}M"], log, env={**os.environ, "E2FSPROGS_FAKE_TIME": "0"})
+    _run(
+        ["mkfs.ext4", "-q", "-F", "-L", "schedlab-dom0", "-d", root, "-E", "root_owner=0:0", img, f"{size_mb}M"],
+        log,
+        env={**os.environ, "E2FSPROGS_FAKE_TIME": "0"},
+    )
     times["mkfs.ext4"] = round(time.monotonic() - t2, 1)
 
     pkgs = dict(line.split(" ", 1) for line in manifest.splitlines() if " " in line)
     meta = {
-        "suite": SUITE, "mirror": MIRROR, "kernel": kver,
-        "versions": {p: pkgs.get(p) for p in ["xen-utils-4.17", "linux-image-" + kver, "openssh-server",
-                                              "busybox", "iperf3", "sockperf", "sysbench"]},
-        "sha256": {n: sha256_file(tmp / n) for n in ("vmlinuz", "initrd.img", "guest-vmlinuz",
-                                                     "guest-initrd.img", "packages.txt")},
+        "suite": SUITE,
+        "mirror": MIRROR,
+        "kernel": kver,
+        "versions": {
+            p: pkgs.get(p)
+            for p in [
+                "xen-utils-4.17",
+                "linux-image-" + kver,
+                "openssh-server",
+                "busybox",
+                "iperf3",
+                "sockperf",
+                "sysbench",
+            ]
+        },
+        "sha256": {
+            n: sha256_file(tmp / n)
+            for n in ("vmlinuz", "initrd.img", "guest-vmlinuz", "guest-initrd.img", "packages.txt")
+        },
         "lockmod": json.loads((lockmod.parent / "meta.json").read_text()),
         "forkexec": json.loads((forkexec.parent / "meta.json").read_text()),
-        "sizes_bytes": {"rootfs_tree": used, "disk.img": img.stat().st_size,
-                        "disk.img_allocated": img.stat().st_blocks * 512,
-                        **{n: (tmp / n).stat().st_size for n in ("vmlinuz", "initrd.img", "guest-initrd.img")}},
+        "sizes_bytes": {
+            "rootfs_tree": used,
+            "disk.img": img.stat().st_size,
+            "disk.img_allocated": img.stat().st_blocks * 512,
+            **{n: (tmp / n).stat().st_size for n in ("vmlinuz", "initrd.img", "guest-initrd.img")},
+        },
         "build_seconds": times,
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -602,12 +722,22 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
 # -- Xen from source (patched variants) --------------------------------------------------------
 PATCH_DIR = REPO / "xen-patches"
 # Build identity strings compiled into Xen: fixed, so the binary doesn't name this machine.
-XEN_MAKE_VARS = {"XEN_WHOAMI": "schedlab", "XEN_DOMAIN": "schedlab", "XEN_BUILD_HOST": "schedlab",
-                 "XEN_BUILD_DATE": "schedlab", "XEN_BUILD_TIME": "00:00:00"}
+XEN_MAKE_VARS = {
+    "XEN_WHOAMI": "schedlab",
+    "XEN_DOMAIN": "schedlab",
+    "XEN_BUILD_HOST": "schedlab",
+    "XEN_BUILD_DATE": "schedlab",
+    "XEN_BUILD_TIME": "00:00:00",
+}
 
 
-def build_xen(variant_patches: list[Path] | str | None = None, *, version: str | None = None,
-              build: bool = True, log: Log | None = _stderr) -> Path:
+def build_xen(
+    variant_patches: list[Path] | str | None = None,
+    *,
+    version: str | None = None,
+    build: bool = True,
+    log: Log | None = _stderr,
+) -> Path:
     """Build the hypervisor from Debian's xen source package plus `variant_patches`.
 
     variant_patches: a list of patch files, or a series name (directory under xen-patches/
@@ -625,16 +755,23 @@ def build_xen(variant_patches: list[Path] | str | None = None, *, version: str |
             raise FileNotFoundError(f"patch series {variant_patches!r}: no patches in {d}")
     else:
         patches = [Path(p) for p in variant_patches]
-    if version is None:      # the version dom0's tools come from, so hypervisor and tools match
+    if version is None:  # the version dom0's tools come from, so hypervisor and tools match
         try:
             version = rootfs_xen_version(ensure_rootfs(build=False, log=None))
         except FileNotFoundError:
             version = debian_source_version(XEN_SOURCE_PACKAGE, log=log)
     deb_cfg = cache_root() / "xen" / xen_stock_key(version) / "xen.config"
-    key = _key({"recipe": RECIPE_VERSION, "what": "xen-src", "version": version,
-                "patches": [hashlib.sha256(p.read_bytes()).hexdigest() for p in patches],
-                "base_config": hashlib.sha256(deb_cfg.read_bytes()).hexdigest() if deb_cfg.exists() else "defconfig",
-                "config": {"XEN_SHSTK": "n", "XEN_IBT": "n"}, "make": XEN_MAKE_VARS})
+    key = _key(
+        {
+            "recipe": RECIPE_VERSION,
+            "what": "xen-src",
+            "version": version,
+            "patches": [hashlib.sha256(p.read_bytes()).hexdigest() for p in patches],
+            "base_config": hashlib.sha256(deb_cfg.read_bytes()).hexdigest() if deb_cfg.exists() else "defconfig",
+            "config": {"XEN_SHSTK": "n", "XEN_IBT": "n"},
+            "make": XEN_MAKE_VARS,
+        }
+    )
     final = cache_root() / "xen-src" / key
     if (final / "meta.json").exists():
         return final / "xen"
@@ -658,14 +795,31 @@ def build_xen(variant_patches: list[Path] | str | None = None, *, version: str |
     text = text.replace("CONFIG_XEN_IBT=y", "# CONFIG_XEN_IBT is not set")
     cfg.write_text(text)
     _run(["make", "-C", "xen", "olddefconfig"], log, cwd=src)
-    _run(_nice(["make", "-C", "xen", f"-j{os.cpu_count() or 2}",
+    _run(
+        _nice(
+            [
+                "make",
+                "-C",
+                "xen",
+                f"-j{os.cpu_count() or 2}",
                 *[f"{k}={v}" for k, v in XEN_MAKE_VARS.items()],
-                f"XEN_VENDORVERSION=-schedlab-{key[:8]}"]), log, cwd=src)
+                f"XEN_VENDORVERSION=-schedlab-{key[:8]}",
+            ]
+        ),
+        log,
+        cwd=src,
+    )
     shutil.copy(src / "xen" / "xen", tmp / "xen")
     shutil.copy(cfg, tmp / "xen.config")
-    meta = {"source": "debian-source", "package": XEN_SOURCE_PACKAGE, "version": version,
-            "patches": [p.name for p in patches], "base_config": "debian" if deb_cfg.exists() else "defconfig", "sha256": sha256_file(tmp / "xen"),
-            "build_seconds": round(time.monotonic() - t0, 1)}
+    meta = {
+        "source": "debian-source",
+        "package": XEN_SOURCE_PACKAGE,
+        "version": version,
+        "patches": [p.name for p in patches],
+        "base_config": "debian" if deb_cfg.exists() else "defconfig",
+        "sha256": sha256_file(tmp / "xen"),
+        "build_seconds": round(time.monotonic() - t0, 1),
+    }
     shutil.rmtree(src)
     for p in tmp.glob("xen_*"):
         p.unlink()
@@ -686,22 +840,36 @@ class Images:
     dom0_dir: Path
 
     @property
-    def xen(self) -> Path: return self.xen_dir / "xen"
-    @property
-    def kernel(self) -> Path: return self.dom0_dir / "vmlinuz"
-    @property
-    def initrd(self) -> Path: return self.dom0_dir / "initrd.img"
-    @property
-    def disk(self) -> Path: return self.dom0_dir / "disk.img"
-    @property
-    def identity(self) -> Path: return self.dom0_dir / "id_ed25519"
-    @property
-    def known_hosts(self) -> Path: return self.dom0_dir / "known_hosts"
+    def xen(self) -> Path:
+        return self.xen_dir / "xen"
 
     @property
-    def xen_meta(self) -> dict: return json.loads((self.xen_dir / "meta.json").read_text())
+    def kernel(self) -> Path:
+        return self.dom0_dir / "vmlinuz"
+
     @property
-    def dom0_meta(self) -> dict: return json.loads((self.dom0_dir / "meta.json").read_text())
+    def initrd(self) -> Path:
+        return self.dom0_dir / "initrd.img"
+
+    @property
+    def disk(self) -> Path:
+        return self.dom0_dir / "disk.img"
+
+    @property
+    def identity(self) -> Path:
+        return self.dom0_dir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.dom0_dir / "known_hosts"
+
+    @property
+    def xen_meta(self) -> dict:
+        return json.loads((self.xen_dir / "meta.json").read_text())
+
+    @property
+    def dom0_meta(self) -> dict:
+        return json.loads((self.dom0_dir / "meta.json").read_text())
 
     def build_id(self) -> str:
         """Hash of what actually runs: Xen binary, kernels, initramfses, dom0 package list.
@@ -727,9 +895,11 @@ def images_cached() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+
     ap = argparse.ArgumentParser(description="Build (or locate) the qemu testbed's cached images.")
-    ap.add_argument("what", nargs="?", default="all",
-                    choices=["all", "xen", "rootfs", "dom0", "xen-src", "lockmod", "paths"])
+    ap.add_argument(
+        "what", nargs="?", default="all", choices=["all", "xen", "rootfs", "dom0", "xen-src", "lockmod", "paths"]
+    )
     ap.add_argument("--patches", default="stock", help="patch series for xen-src")
     a = ap.parse_args(argv)
     if a.what == "xen":
@@ -743,13 +913,21 @@ def main(argv: list[str] | None = None) -> int:
     elif a.what == "lockmod":
         base = ensure_rootfs()
         kver = sorted(p.name for p in (base / "rootfs/lib/modules").iterdir())[-1]
-        version = _run(["dpkg-query", "--admindir", base / "rootfs/var/lib/dpkg", "-W", "-f", "${Version}",
-                        f"linux-image-{kver}"]).stdout.strip()
+        version = _run(
+            ["dpkg-query", "--admindir", base / "rootfs/var/lib/dpkg", "-W", "-f", "${Version}", f"linux-image-{kver}"]
+        ).stdout.strip()
         print(build_lockmod(kver, version))
     elif a.what == "paths":
-        print(json.dumps({"xen": str(cache_root() / "xen" / "<key of version>"),
-                          "rootfs": str(cache_root() / "rootfs" / rootfs_key()),
-                          "dom0": str(cache_root() / "dom0" / dom0_key())}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "xen": str(cache_root() / "xen" / "<key of version>"),
+                    "rootfs": str(cache_root() / "rootfs" / rootfs_key()),
+                    "dom0": str(cache_root() / "dom0" / dom0_key()),
+                },
+                indent=2,
+            )
+        )
     else:
         im = ensure_images()
         print(json.dumps({"xen": str(im.xen), "dom0": str(im.dom0_dir), "build_id": im.build_id()}, indent=2))

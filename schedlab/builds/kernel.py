@@ -20,6 +20,7 @@ sha256, the merged fragments, and this recipe. The entry is built in a temporary
 next to it and renamed into place (os.replace), so a killed build leaves no half entry
 (its temporary directory is removed by the next build).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from schedlab.host import sha256_file
 
@@ -47,8 +48,12 @@ REPO = Path(__file__).resolve().parents[2]
 FRAGMENT_DIR = REPO / "config" / "kernel"
 BASE_FRAGMENT = "base.config"
 # Fixed build identity: the kernel names neither this machine nor the build date.
-MAKE_VARS = {"KBUILD_BUILD_USER": "schedlab", "KBUILD_BUILD_HOST": "schedlab",
-             "KBUILD_BUILD_TIMESTAMP": "Sat Nov 21 00:00:00 UTC 2026", "KBUILD_BUILD_VERSION": "1"}
+MAKE_VARS = {
+    "KBUILD_BUILD_USER": "schedlab",
+    "KBUILD_BUILD_HOST": "schedlab",
+    "KBUILD_BUILD_TIMESTAMP": "Sat Nov 21 00:00:00 UTC 2026",
+    "KBUILD_BUILD_VERSION": "1",
+}
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 Log = Callable[[str], None]
@@ -92,8 +97,9 @@ def fragment_paths(name: str, fragment_dir: Path | None = None) -> list[Path]:
     """base.config then <name>.config; KernelBuildError if a name or file is bad."""
     d = Path(fragment_dir) if fragment_dir else FRAGMENT_DIR
     if not NAME_RE.match(name) or name == "base":
-        raise KernelBuildError(f"kernel config name {name!r}: expected lower-case letters, digits, _ . - "
-                               "(and not 'base')")
+        raise KernelBuildError(
+            f"kernel config name {name!r}: expected lower-case letters, digits, _ . - (and not 'base')"
+        )
     paths = [d / BASE_FRAGMENT, d / f"{name}.config"]
     for p in paths:
         if not p.is_file():
@@ -135,8 +141,9 @@ def check_config(want: dict[str, str], config_text: str) -> list[str]:
             if got not in ("n", ""):
                 problems.append(f"{opt}: asked for n, .config has {got}")
         elif got != v:
-            problems.append(f"{opt}: asked for {v}, .config has "
-                            + ("it unset" if opt not in have or got == "n" else got))
+            problems.append(
+                f"{opt}: asked for {v}, .config has " + ("it unset" if opt not in have or got == "n" else got)
+            )
     return problems
 
 
@@ -157,13 +164,18 @@ def ensure_source(*, install: bool = True, log: Log | None = _stderr) -> Path:
     if install and os.geteuid() == 0 and shutil.which("apt-get"):
         if log:
             log(f"kernel: {TARBALL} missing; apt-get install {PACKAGE}")
-        r = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", PACKAGE],
-                           capture_output=True, text=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        r = subprocess.run(
+            ["apt-get", "install", "-y", "--no-install-recommends", PACKAGE],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
         if r.returncode == 0 and TARBALL.is_file():
             return TARBALL
         raise KernelBuildError(f"apt-get install {PACKAGE} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-    raise KernelBuildError(f"{TARBALL} not found: install the Debian package {PACKAGE} "
-                           f"(apt-get install {PACKAGE}, as root)")
+    raise KernelBuildError(
+        f"{TARBALL} not found: install the Debian package {PACKAGE} (apt-get install {PACKAGE}, as root)"
+    )
 
 
 _TARBALL_SHA: dict[tuple, str] = {}
@@ -186,16 +198,32 @@ def _recipe_code() -> str:
 
 def build_key(name: str, *, fragment_dir: Path | None = None, tarball: Path = TARBALL) -> str:
     paths = fragment_paths(name, fragment_dir)
-    blob = {"recipe": RECIPE_VERSION, "code": _recipe_code(), "package": PACKAGE,
-            "version": source_version(), "tarball_sha256": tarball_sha256(tarball), "arch": ARCH,
-            "fragments": [[p.name, hashlib.sha256(p.read_bytes()).hexdigest()] for p in paths],
-            "merged": merged_fragments(paths), "make_vars": MAKE_VARS}
+    blob = {
+        "recipe": RECIPE_VERSION,
+        "code": _recipe_code(),
+        "package": PACKAGE,
+        "version": source_version(),
+        "tarball_sha256": tarball_sha256(tarball),
+        "arch": ARCH,
+        "fragments": [[p.name, hashlib.sha256(p.read_bytes()).hexdigest()] for p in paths],
+        "merged": merged_fragments(paths),
+        "make_vars": MAKE_VARS,
+    }
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def make_argv(src: Path, key: str, *targets: str, jobs: int | None = None) -> list[str]:
-    argv = ["nice", "-n", "10", "make", "-C", str(src), f"ARCH={ARCH}",
-            *[f"{k}={v}" for k, v in MAKE_VARS.items()], f"LOCALVERSION=-schedlab-{key[:8]}"]
+    argv = [
+        "nice",
+        "-n",
+        "10",
+        "make",
+        "-C",
+        str(src),
+        f"ARCH={ARCH}",
+        *[f"{k}={v}" for k, v in MAKE_VARS.items()],
+        f"LOCALVERSION=-schedlab-{key[:8]}",
+    ]
     if jobs:
         argv.append(f"-j{jobs}")
     return argv + list(targets)
@@ -204,8 +232,9 @@ def make_argv(src: Path, key: str, *targets: str, jobs: int | None = None) -> li
 def _run(argv, logf, cwd=None, env=None) -> None:
     logf.write(f"$ {' '.join(map(str, argv))}\n")
     logf.flush()
-    r = subprocess.run([str(a) for a in argv], cwd=cwd, stdout=logf, stderr=subprocess.STDOUT,
-                       env=env, stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [str(a) for a in argv], cwd=cwd, stdout=logf, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL
+    )
     if r.returncode != 0:
         raise KernelBuildError(f"command failed ({r.returncode}): {' '.join(map(str, argv))}")
 
@@ -214,14 +243,28 @@ def _configure(src: Path, key: str, paths: list[Path], logf) -> dict[str, str]:
     """tinyconfig + merge_config.sh -m (fragments) + olddefconfig, then the check."""
     env = {**os.environ, "ARCH": ARCH}
     _run(make_argv(src, key, "tinyconfig"), logf, env=env)
-    _run(["sh", str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(src), str(src / ".config"),
-          *map(str, paths)], logf, cwd=src, env=env)
+    _run(
+        [
+            "sh",
+            str(src / "scripts/kconfig/merge_config.sh"),
+            "-m",
+            "-O",
+            str(src),
+            str(src / ".config"),
+            *map(str, paths),
+        ],
+        logf,
+        cwd=src,
+        env=env,
+    )
     _run(make_argv(src, key, "olddefconfig"), logf, env=env)
     want = merged_fragments(paths)
     problems = check_config(want, (src / ".config").read_text())
     if problems:
-        raise KernelBuildError("after olddefconfig these options are not what the fragments ask for "
-                               f"({', '.join(p.name for p in paths)}): " + "; ".join(problems))
+        raise KernelBuildError(
+            "after olddefconfig these options are not what the fragments ask for "
+            f"({', '.join(p.name for p in paths)}): " + "; ".join(problems)
+        )
     return want
 
 
@@ -237,27 +280,36 @@ def _build(name: str, key: str, tmp: Path, paths: list[Path], tarball: Path, job
         want = _configure(src, key, paths, logf)
         times["configure"] = round(time.monotonic() - t1, 1)
         if log:
-            log(f"kernel {name}: configured ({len(want)} options checked); make -j{jobs} bzImage "
-                f"(log: {tmp / 'build.log'})")
+            log(
+                f"kernel {name}: configured ({len(want)} options checked); make -j{jobs} bzImage "
+                f"(log: {tmp / 'build.log'})"
+            )
         t2 = time.monotonic()
         argv = make_argv(src, key, "bzImage", jobs=jobs)
         _run(argv, logf)
         times["make"] = round(time.monotonic() - t2, 1)
-        release = subprocess.run(make_argv(src, key, "-s", "kernelrelease"), capture_output=True,
-                                 text=True, check=True).stdout.strip()
+        release = subprocess.run(
+            make_argv(src, key, "-s", "kernelrelease"), capture_output=True, text=True, check=True
+        ).stdout.strip()
     compile_h = (src / "include/generated/compile.h").read_text()
     uts = re.search(r'#define UTS_VERSION "(.*)"', compile_h)
     shutil.copy(src / "arch/x86/boot/bzImage", tmp / "bzImage")
     shutil.copy(src / ".config", tmp / ".config")
     shutil.rmtree(src)
-    return {"want": want, "times": times, "release": release, "uts_version": uts.group(1) if uts else "",
-            "make_argv": argv}
+    return {
+        "want": want,
+        "times": times,
+        "release": release,
+        "uts_version": uts.group(1) if uts else "",
+        "make_argv": argv,
+    }
 
 
 def banner(bzimage: Path) -> str:
     """The kernel's linux_banner ("Linux version R (user@host) (compiler) #1 SMP ...") from a
     gzip-compressed bzImage ('' if it cannot be found)."""
     import zlib
+
     data = Path(bzimage).read_bytes()
     start = 0
     while True:
@@ -279,7 +331,7 @@ def uts_version_of(bzimage: Path) -> str:
     """UTS_VERSION (what `uname -v` prints) from the banner: the part from the last ') #'."""
     b = banner(bzimage)
     i = b.rfind(") #")
-    return b[i + 2:] if i >= 0 else ""
+    return b[i + 2 :] if i >= 0 else ""
 
 
 def _complete_meta(d: Path) -> None:
@@ -305,20 +357,34 @@ class Kernel:
     dir: Path
 
     @property
-    def bzimage(self) -> Path: return self.dir / "bzImage"
+    def bzimage(self) -> Path:
+        return self.dir / "bzImage"
+
     @property
-    def config(self) -> Path: return self.dir / ".config"
+    def config(self) -> Path:
+        return self.dir / ".config"
+
     @property
-    def meta(self) -> dict: return json.loads((self.dir / "meta.json").read_text())
+    def meta(self) -> dict:
+        return json.loads((self.dir / "meta.json").read_text())
+
     @property
-    def key(self) -> str: return self.dir.name
+    def key(self) -> str:
+        return self.dir.name
 
     def pointer(self) -> dict:
         m = self.meta
-        return {"config": self.name, "hash": self.key, "path": str(self.bzimage), "dir": str(self.dir),
-                "bzimage_sha256": m["bzimage_sha256"], "config_sha256": m["config_sha256"],
-                "kernelrelease": m["kernelrelease"], "uts_version": m["uts_version"],
-                "build_seconds": m["build_seconds"]}
+        return {
+            "config": self.name,
+            "hash": self.key,
+            "path": str(self.bzimage),
+            "dir": str(self.dir),
+            "bzimage_sha256": m["bzimage_sha256"],
+            "config_sha256": m["config_sha256"],
+            "kernelrelease": m["kernelrelease"],
+            "uts_version": m["uts_version"],
+            "build_seconds": m["build_seconds"],
+        }
 
 
 def _sweep_stale(parent: Path) -> None:
@@ -335,8 +401,14 @@ def _sweep_stale(parent: Path) -> None:
             pass
 
 
-def build_kernel(name: str, *, build: bool = True, jobs: int | None = None, fragment_dir: Path | None = None,
-                 log: Log | None = _stderr) -> Kernel:
+def build_kernel(
+    name: str,
+    *,
+    build: bool = True,
+    jobs: int | None = None,
+    fragment_dir: Path | None = None,
+    log: Log | None = _stderr,
+) -> Kernel:
     """The cached kernel for config `name`, built first if missing (and build is true).
     Raises FileNotFoundError when it is not cached and build is false."""
     paths = fragment_paths(name, fragment_dir)
@@ -350,8 +422,10 @@ def build_kernel(name: str, *, build: bool = True, jobs: int | None = None, frag
         raise FileNotFoundError(f"kernel {name!r} not built: {final}")
     for tool in ("make", "gcc", "flex", "bison", "bc", "xz", "perl"):
         if not shutil.which(tool):
-            raise KernelBuildError(f"{tool} not found: apt-get install make gcc libc6-dev flex bison bc "
-                                   "libelf-dev libssl-dev xz-utils perl")
+            raise KernelBuildError(
+                f"{tool} not found: apt-get install make gcc libc6-dev flex bison bc "
+                "libelf-dev libssl-dev xz-utils perl"
+            )
     final.parent.mkdir(parents=True, exist_ok=True)
     _sweep_stale(final.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{os.getpid()}-", dir=final.parent))
@@ -374,20 +448,32 @@ def build_kernel(name: str, *, build: bool = True, jobs: int | None = None, frag
         raise
     seconds = round(time.monotonic() - t0, 1)
     meta = {
-        "config": name, "key": key, "recipe": RECIPE_VERSION, "package": PACKAGE,
-        "version": source_version(), "tarball": str(tarball), "tarball_sha256": tarball_sha256(tarball),
-        "arch": ARCH, "fragments": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths},
-        "options_checked": res["want"], "kernelrelease": res["release"], "uts_version": res["uts_version"],
-        "config_sha256": sha256_file(tmp / ".config"), "bzimage_sha256": sha256_file(tmp / "bzImage"),
+        "config": name,
+        "key": key,
+        "recipe": RECIPE_VERSION,
+        "package": PACKAGE,
+        "version": source_version(),
+        "tarball": str(tarball),
+        "tarball_sha256": tarball_sha256(tarball),
+        "arch": ARCH,
+        "fragments": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths},
+        "options_checked": res["want"],
+        "kernelrelease": res["release"],
+        "uts_version": res["uts_version"],
+        "config_sha256": sha256_file(tmp / ".config"),
+        "bzimage_sha256": sha256_file(tmp / "bzImage"),
         "bzimage_bytes": (tmp / "bzImage").stat().st_size,
-        "make_argv": res["make_argv"], "jobs": jobs, "cpus": os.cpu_count(),
+        "make_argv": res["make_argv"],
+        "jobs": jobs,
+        "cpus": os.cpu_count(),
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "gcc": subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
-        "build_seconds": seconds, "step_seconds": res["times"],
+        "build_seconds": seconds,
+        "step_seconds": res["times"],
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     _complete_meta(tmp)
-    if final.exists():        # another builder won the race
+    if final.exists():  # another builder won the race
         shutil.rmtree(tmp, ignore_errors=True)
     else:
         os.replace(tmp, final)
@@ -397,8 +483,10 @@ def build_kernel(name: str, *, build: bool = True, jobs: int | None = None, frag
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m schedlab.builds.kernel",
-                                 description="Build (or find in the cache) the kernel for one config name.")
+    ap = argparse.ArgumentParser(
+        prog="python -m schedlab.builds.kernel",
+        description="Build (or find in the cache) the kernel for one config name.",
+    )
     ap.add_argument("config", help="kernel config name: config/kernel/<config>.config over base.config")
     ap.add_argument("--json", action="store_true", help="print a JSON pointer (path, hash, build time)")
     ap.add_argument("--no-build", action="store_true", help="only look in the cache (exit 1 if absent)")
@@ -414,8 +502,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     took = time.monotonic() - t0
-    print(f"kernel {a.config}: {k.dir} (build {k.meta['build_seconds']:.0f} s; this request {took:.1f} s)",
-          file=sys.stderr)
+    print(
+        f"kernel {a.config}: {k.dir} (build {k.meta['build_seconds']:.0f} s; this request {took:.1f} s)",
+        file=sys.stderr,
+    )
     if a.json:
         print(json.dumps({**k.pointer(), "request_seconds": round(took, 1)}, indent=2))
     else:

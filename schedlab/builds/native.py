@@ -34,6 +34,7 @@ its kconfig and fixdep host tools are built. The kernbench pack unpacks it like 
 
 Building needs root (debootstrap chroots) and the Debian mirror, like schedlab.builds.images.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,10 +48,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedlab import packs
-from schedlab.host import sha256_file
 from schedlab.builds import images as qi
 from schedlab.builds import rootfs
 from schedlab.builds.images import Log, _dir_size, _finish, _key, _nice, _run, _stderr
+from schedlab.host import sha256_file
 
 RECIPE_VERSION = 1
 PACKS = ("pgbench", "pbzip2", "kernbench")
@@ -61,11 +62,37 @@ INIT_IN_IMAGE = "/sbin/schedlab-native-init"
 KERNBENCH_TARBALL = "/opt/schedlab/linux-kernbench.tar.xz"
 # Top-level directories of the kernel tree reduced to their Kconfig files (kconfig sources them)
 # and an empty Makefile; KERNBENCH_KEEP stays whole.
-KERNBENCH_PRUNE = ["Documentation", "drivers", "sound", "net", "samples", "firmware", "crypto",
-                   "security", "certs", "io_uring", "rust", "LICENSES", "usr", "block", "ipc", "fs",
-                   "tools", "arch"]
-KERNBENCH_KEEP = ["arch/x86", "arch/Kconfig", "tools/include", "tools/arch/x86", "tools/scripts",
-                  "tools/objtool", "tools/lib", "tools/build", "tools/Makefile"]
+KERNBENCH_PRUNE = [
+    "Documentation",
+    "drivers",
+    "sound",
+    "net",
+    "samples",
+    "firmware",
+    "crypto",
+    "security",
+    "certs",
+    "io_uring",
+    "rust",
+    "LICENSES",
+    "usr",
+    "block",
+    "ipc",
+    "fs",
+    "tools",
+    "arch",
+]
+KERNBENCH_KEEP = [
+    "arch/x86",
+    "arch/Kconfig",
+    "tools/include",
+    "tools/arch/x86",
+    "tools/scripts",
+    "tools/objtool",
+    "tools/lib",
+    "tools/build",
+    "tools/Makefile",
+]
 
 
 def packages() -> list[str]:
@@ -77,12 +104,19 @@ def rootfs_key() -> str:
 
 
 def image_key() -> str:
-    code = "".join(inspect.getsource(f) for f in (ensure_image, _configure_tree, rootfs.configure_image,
-                                                   _kernbench_tarball))
-    return _key({"recipe": RECIPE_VERSION, "what": "native", "rootfs": rootfs_key(),
-                 "init": rootfs.init_sha256(INIT_SCRIPT),
-                 "code": hashlib.sha256(code.encode()).hexdigest(),
-                 "kernbench": [KERNBENCH_TARBALL, KERNBENCH_PRUNE, KERNBENCH_KEEP]})
+    code = "".join(
+        inspect.getsource(f) for f in (ensure_image, _configure_tree, rootfs.configure_image, _kernbench_tarball)
+    )
+    return _key(
+        {
+            "recipe": RECIPE_VERSION,
+            "what": "native",
+            "rootfs": rootfs_key(),
+            "init": rootfs.init_sha256(INIT_SCRIPT),
+            "code": hashlib.sha256(code.encode()).hexdigest(),
+            "kernbench": [KERNBENCH_TARBALL, KERNBENCH_PRUNE, KERNBENCH_KEEP],
+        }
+    )
 
 
 def ensure_rootfs(*, build: bool = True, log: Log | None = _stderr) -> Path:
@@ -101,8 +135,19 @@ def ensure_rootfs(*, build: bool = True, log: Log | None = _stderr) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=final.parent))
     t0 = time.monotonic()
     try:
-        _run(_nice(["debootstrap", "--variant=minbase", "--include=" + ",".join(packages()),
-                    qi.SUITE, tmp / "rootfs", qi.MIRROR]), log)
+        _run(
+            _nice(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    "--include=" + ",".join(packages()),
+                    qi.SUITE,
+                    tmp / "rootfs",
+                    qi.MIRROR,
+                ]
+            ),
+            log,
+        )
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -110,23 +155,33 @@ def ensure_rootfs(*, build: bool = True, log: Log | None = _stderr) -> Path:
         for p in (tmp / "rootfs" / junk).glob("*"):
             if p.is_file():
                 p.unlink()
-    meta = {"suite": qi.SUITE, "mirror": qi.MIRROR, "packages": packages(),
-            "build_seconds": {"debootstrap": round(time.monotonic() - t0, 1)},
-            "size_bytes": _dir_size(tmp / "rootfs")}
+    meta = {
+        "suite": qi.SUITE,
+        "mirror": qi.MIRROR,
+        "packages": packages(),
+        "build_seconds": {"debootstrap": round(time.monotonic() - t0, 1)},
+        "size_bytes": _dir_size(tmp / "rootfs"),
+    }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return _finish(tmp, final)
 
 
 def _configure_tree(root: Path, tmp: Path) -> None:
     """ssh keys, sshd config, init, identity of the native image."""
-    rootfs.configure_image(root, tmp, name=HOST_KEY_ALIAS, init_script=INIT_SCRIPT, init_path=INIT_IN_IMAGE,
-                           sshd_extra="MaxSessions 64\nMaxStartups 64\n")
+    rootfs.configure_image(
+        root,
+        tmp,
+        name=HOST_KEY_ALIAS,
+        init_script=INIT_SCRIPT,
+        init_path=INIT_IN_IMAGE,
+        sshd_extra="MaxSessions 64\nMaxStartups 64\n",
+    )
 
 
 def _kernbench_tarball(root: Path, log: Log | None) -> dict:
     """KERNBENCH_TARBALL inside the tree, made in the chroot at native speed (see module doc)."""
     work = "/opt/schedlab/kb"
-    script = r'''set -e
+    script = r"""set -e
 work=$1; out=$2; shift 2
 rm -rf "$work"; mkdir -p "$work/linux-source-6.1"
 tar -xJf /usr/src/linux-source-6.1.tar.xz -C "$work/linux-source-6.1" --strip-components=1
@@ -149,17 +204,26 @@ tar -cf - linux-source-6.1 | xz -T2 -3 > "$out.tmp"
 mv "$out.tmp" "$out"
 du -sb linux-source-6.1 | cut -f1
 rm -rf "$work"
-'''
+"""
     script = script.replace("KEEP_LIST", " ".join(KERNBENCH_KEEP)).replace("PRUNE_LIST", " ".join(KERNBENCH_PRUNE))
     (root / "opt/schedlab").mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    res = _run(_nice(["chroot", root, "bash", "-c", script, "kb", work, KERNBENCH_TARBALL]), log,
-               env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LC_ALL": "C"})
+    res = _run(
+        _nice(["chroot", root, "bash", "-c", script, "kb", work, KERNBENCH_TARBALL]),
+        log,
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LC_ALL": "C"},
+    )
     tree_bytes = int(res.stdout.split()[-1])
     tb = root / KERNBENCH_TARBALL.lstrip("/")
-    return {"path": KERNBENCH_TARBALL, "sha256": sha256_file(tb), "bytes": tb.stat().st_size,
-            "tree_bytes": tree_bytes, "seconds": round(time.monotonic() - t0, 1),
-            "pruned": KERNBENCH_PRUNE, "kept": KERNBENCH_KEEP}
+    return {
+        "path": KERNBENCH_TARBALL,
+        "sha256": sha256_file(tb),
+        "bytes": tb.stat().st_size,
+        "tree_bytes": tree_bytes,
+        "seconds": round(time.monotonic() - t0, 1),
+        "pruned": KERNBENCH_PRUNE,
+        "kept": KERNBENCH_KEEP,
+    }
 
 
 def ensure_image(*, build: bool = True, log: Log | None = _stderr) -> Path:
@@ -187,21 +251,32 @@ def ensure_image(*, build: bool = True, log: Log | None = _stderr) -> Path:
         (tmp / "packages.txt").write_text(manifest)
         t2 = time.monotonic()
         used = _dir_size(root)
-        size_mb = int(used * 1.2 / 2**20) + 1024      # room for the runs' files on the overlay
+        size_mb = int(used * 1.2 / 2**20) + 1024  # room for the runs' files on the overlay
         img = tmp / "disk.img"
-        _run(["mkfs.ext4", "-q", "-F", "-L", "schedlab-native", "-d", root, "-E", "root_owner=0:0",
-              img, f"{size_mb}M"], log, env={**os.environ, "E2FSPROGS_FAKE_TIME": "0"})
+        _run(
+            ["mkfs.ext4", "-q", "-F", "-L", "schedlab-native", "-d", root, "-E", "root_owner=0:0", img, f"{size_mb}M"],
+            log,
+            env={**os.environ, "E2FSPROGS_FAKE_TIME": "0"},
+        )
         times["mkfs.ext4"] = round(time.monotonic() - t2, 1)
         pkgs = dict(line.split(" ", 1) for line in manifest.splitlines() if " " in line)
         meta = {
-            "suite": qi.SUITE, "mirror": qi.MIRROR, "key": final.name,
+            "suite": qi.SUITE,
+            "mirror": qi.MIRROR,
+            "key": final.name,
             "versions": {p: pkgs.get(p) for p in packages()},
-            "init": INIT_IN_IMAGE, "init_sha256": rootfs.init_sha256(INIT_SCRIPT),
+            "init": INIT_IN_IMAGE,
+            "init_sha256": rootfs.init_sha256(INIT_SCRIPT),
             "kernbench_tarball": kb,
-            "sha256": {"packages.txt": sha256_file(tmp / "packages.txt"),
-                       "known_hosts": sha256_file(tmp / "known_hosts")},
-            "sizes_bytes": {"rootfs_tree": used, "disk.img": img.stat().st_size,
-                            "disk.img_allocated": img.stat().st_blocks * 512},
+            "sha256": {
+                "packages.txt": sha256_file(tmp / "packages.txt"),
+                "known_hosts": sha256_file(tmp / "known_hosts"),
+            },
+            "sizes_bytes": {
+                "rootfs_tree": used,
+                "disk.img": img.stat().st_size,
+                "disk.img_allocated": img.stat().st_blocks * 512,
+            },
             "build_seconds": times,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -217,20 +292,33 @@ class NativeImage:
     dir: Path
 
     @property
-    def disk(self) -> Path: return self.dir / "disk.img"
+    def disk(self) -> Path:
+        return self.dir / "disk.img"
+
     @property
-    def identity(self) -> Path: return self.dir / "id_ed25519"
+    def identity(self) -> Path:
+        return self.dir / "id_ed25519"
+
     @property
-    def known_hosts(self) -> Path: return self.dir / "known_hosts"
+    def known_hosts(self) -> Path:
+        return self.dir / "known_hosts"
+
     @property
-    def meta(self) -> dict: return json.loads((self.dir / "meta.json").read_text())
+    def meta(self) -> dict:
+        return json.loads((self.dir / "meta.json").read_text())
 
     def build_id(self) -> str:
         """Hash of what runs in the image: the package list, the init script, the kernbench tree,
         the host key (not disk.img itself: mkfs output carries UUIDs)."""
         m = self.meta
-        return _key({"packages": m["sha256"]["packages.txt"], "init": m["init_sha256"],
-                     "kernbench": m["kernbench_tarball"]["sha256"], "known_hosts": m["sha256"]["known_hosts"]})
+        return _key(
+            {
+                "packages": m["sha256"]["packages.txt"],
+                "init": m["init_sha256"],
+                "kernbench": m["kernbench_tarball"]["sha256"],
+                "known_hosts": m["sha256"]["known_hosts"],
+            }
+        )
 
 
 def image(*, build: bool = True, log: Log | None = _stderr) -> NativeImage:
@@ -247,20 +335,39 @@ def image_cached() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m schedlab.builds.native",
-                                 description="Build (or locate) the native image for kernels booted without Xen.")
+
+    ap = argparse.ArgumentParser(
+        prog="python -m schedlab.builds.native",
+        description="Build (or locate) the native image for kernels booted without Xen.",
+    )
     ap.add_argument("what", nargs="?", default="image", choices=["image", "rootfs", "paths"])
     a = ap.parse_args(argv)
     if a.what == "paths":
-        print(json.dumps({"rootfs": str(qi.cache_root() / "native-rootfs" / rootfs_key()),
-                          "image": str(qi.cache_root() / "native" / image_key())}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "rootfs": str(qi.cache_root() / "native-rootfs" / rootfs_key()),
+                    "image": str(qi.cache_root() / "native" / image_key()),
+                },
+                indent=2,
+            )
+        )
     elif a.what == "rootfs":
         print(ensure_rootfs())
     else:
         t0 = time.monotonic()
         im = image()
-        print(json.dumps({"dir": str(im.dir), "disk": str(im.disk), "build_id": im.build_id(),
-                          "request_seconds": round(time.monotonic() - t0, 1)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "dir": str(im.dir),
+                    "disk": str(im.disk),
+                    "build_id": im.build_id(),
+                    "request_seconds": round(time.monotonic() - t0, 1),
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

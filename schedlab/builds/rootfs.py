@@ -1,6 +1,7 @@
 """What every booted image shares (the qemu testbed's dom0, the native image): a fresh ssh
 host key and our client key, a locked-down sshd, our PID-1 init with the shared init
 functions (guest/init-common.sh), busybox init's inittab, the machine's identity."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,13 +13,16 @@ from pathlib import Path
 GUEST_DIR = Path(__file__).resolve().parents[2] / "guest"
 INIT_COMMON = GUEST_DIR / "init-common.sh"
 INIT_COMMON_IN_IMAGE = "usr/lib/schedlab/init-common.sh"
-SSHD_CONFIG = ("HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin prohibit-password\n"
-               "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUseDNS no\nUsePAM no\n")
+SSHD_CONFIG = (
+    "HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin prohibit-password\n"
+    "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUseDNS no\nUsePAM no\n"
+)
 
 
 def _keygen(comment: str, path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True, capture_output=True
+    )
 
 
 def init_sha256(init_script: Path) -> str:
@@ -26,8 +30,9 @@ def init_sha256(init_script: Path) -> str:
     return hashlib.sha256(init_script.read_bytes() + INIT_COMMON.read_bytes()).hexdigest()
 
 
-def configure_image(root: Path, out: Path, *, name: str, init_script: Path, init_path: str,
-                    sshd_extra: str = "") -> None:
+def configure_image(
+    root: Path, out: Path, *, name: str, init_script: Path, init_path: str, sshd_extra: str = ""
+) -> None:
     """Configure the tree `root` as the booted machine `name`. Writes into `out` the client
     key (id_ed25519[.pub]) authorised for root and `known_hosts` naming the new host key
     under the alias `name`."""

@@ -1,6 +1,7 @@
 """Derived files (manifests, tables, build descriptions, host state) are replaced atomically:
 a reader sees the old file or the new one, never half of one. Raw records have their own,
 stricter writer (schedlab.store: never replaced at all)."""
+
 from __future__ import annotations
 
 import os

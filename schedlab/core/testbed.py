@@ -4,6 +4,7 @@ A testbed turns (study, variant, point, seed) into one run's metrics. It knows
 nothing about repetitions, warm-ups or storage: `schedlab.run` does those, so
 every testbed gets the same run order, records and provenance.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,8 +23,8 @@ class RunFailed(Exception):
 
 @dataclass
 class RunResult:
-    metrics: dict[str, float]                 # the study's metrics, by name
-    counters: dict[str, Any] = field(default_factory=dict)   # testbed counters (switches, boosts, ...)
+    metrics: dict[str, float]  # the study's metrics, by name
+    counters: dict[str, Any] = field(default_factory=dict)  # testbed counters (switches, boosts, ...)
     samples: dict[str, list[float]] = field(default_factory=dict)  # per-VM values behind a metric
 
 

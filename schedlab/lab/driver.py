@@ -26,6 +26,7 @@ the quarantine file says why. Every remote command is an argument list
 records: schedlab.run does, from the RunResult, so a failure never loses a
 completed record.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,13 +39,13 @@ import re
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from schedlab.builds.lab import BUILD_ID, Build  # noqa: F401  (drv.Build: the driver's input)
-from schedlab.host import Host, HostError, parse_kv
 from schedlab.core.files import atomic_write
 from schedlab.core.testbed import RunFailed, RunResult
+from schedlab.host import Host, HostError, parse_kv
 
 from .inventory import HostSpec, Inventory
 from .power import BMC, BmcError
@@ -59,10 +60,11 @@ def invocation_id() -> str:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 # --- errors ---------------------------------------------------------------------------------
+
 
 class HostBusy(RunFailed):
     """Another process holds the host's lock."""
@@ -86,15 +88,16 @@ class HostKeyMismatch(RunFailed):
 
 def _is_key_mismatch(e: Exception) -> bool:
     s = str(e)
-    return ("host key mismatch" in s or "Host key verification failed" in s
-            or "REMOTE HOST IDENTIFICATION HAS CHANGED" in s)
+    return (
+        "host key mismatch" in s or "Host key verification failed" in s or "REMOTE HOST IDENTIFICATION HAS CHANGED" in s
+    )
 
 
 # Build (what is installed on a host) lives in the build stage: schedlab.builds.lab.
 
 
-
 # --- per-host state: lock, failures, quarantine ----------------------------------------------
+
 
 class HostState:
     """Files under <state_dir>: locks/<host>.lock, hosts/<host>.json (failures in
@@ -129,8 +132,10 @@ class HostState:
                     except OSError:
                         holder = "?"
                     os.close(fd)
-                    raise HostBusy(f"host {self.host} is being driven by another process ({holder or 'unknown'}; "
-                                   f"lock {self.lock_path})") from None
+                    raise HostBusy(
+                        f"host {self.host} is being driven by another process ({holder or 'unknown'}; "
+                        f"lock {self.lock_path})"
+                    ) from None
                 time.sleep(0.5)
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {os.uname().nodename} since {_now()}\n".encode())
@@ -173,8 +178,16 @@ class HostState:
         hist.append({"time": _now(), "ok": False, "reason": reason[:500]})
         self._write(self.state_path, {"invocation": invocation_id(), "consecutive_failures": n, "history": hist})
         if n >= limit:
-            self._write(self.quarantine_path, {"invocation": invocation_id(), "host": self.host, "since": _now(),
-                                               "failures": n, "reason": reason[:2000]})
+            self._write(
+                self.quarantine_path,
+                {
+                    "invocation": invocation_id(),
+                    "host": self.host,
+                    "since": _now(),
+                    "failures": n,
+                    "reason": reason[:2000],
+                },
+            )
             return True
         return False
 
@@ -193,6 +206,7 @@ class HostState:
 
 # --- the console ------------------------------------------------------------------------------
 
+
 class Console:
     """Captures the host's serial console (inventory `console.argv`) to a file while open."""
 
@@ -208,8 +222,14 @@ class Console:
             if c.get("bmc_password") and self.bmc is not None:
                 env["IPMI_PASSWORD"] = self.spec.bmc.password.read()
             try:
-                self.proc = subprocess.Popen(list(c["argv"]), stdin=subprocess.DEVNULL, stdout=open(self.path, "ab"),
-                                             stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                self.proc = subprocess.Popen(
+                    list(c["argv"]),
+                    stdin=subprocess.DEVNULL,
+                    stdout=open(self.path, "ab"),
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
             except OSError as e:
                 with open(self.path, "a") as f:
                     f.write(f"[schedlab] console capture {c['argv'][0]} failed: {e}\n")
@@ -234,6 +254,7 @@ class Console:
 
 # --- the driver -------------------------------------------------------------------------------
 
+
 def _first_line(e) -> str:
     text = str(e).strip()
     lines = [l for l in text.splitlines() if l.strip()]
@@ -252,9 +273,12 @@ def check_booted(info: dict[str, str], build: Build, spec: HostSpec, xen_cmdline
     if info.get("xen_commandline") != xen_cmdline:
         problems.append(f"xen_commandline is {info.get('xen_commandline')!r}, installed {xen_cmdline!r}")
     t = spec.topology
-    want = {"nr_nodes": t["numa_nodes"], "cores_per_socket": t["cores_per_socket"],
-            "threads_per_core": t["threads_per_core"],
-            "nr_cpus": t["sockets"] * t["cores_per_socket"] * t["threads_per_core"]}
+    want = {
+        "nr_nodes": t["numa_nodes"],
+        "cores_per_socket": t["cores_per_socket"],
+        "threads_per_core": t["threads_per_core"],
+        "nr_cpus": t["sockets"] * t["cores_per_socket"] * t["threads_per_core"],
+    }
     for key, v in want.items():
         if key in info and str(info[key]) != str(v):
             problems.append(f"{key} is {info[key]}, the inventory says {v}")
@@ -265,15 +289,16 @@ Workload = Callable[[Host, Build, dict], RunResult]
 Verifier = Callable[[Host, Build, "HostDriver"], dict]
 
 
-def xl_verifier(host: Host, build: Build, driver: "HostDriver") -> dict[str, str]:
+def xl_verifier(host: Host, build: Build, driver: HostDriver) -> dict[str, str]:
     """(d) What booted, from the host itself: `xl info` and `uname -r`, against
     the build's expectations, the installed command line and the inventory's topology."""
     try:
         info = parse_kv(host.run(["xl", "info"], timeout=120).stdout)
     except HostError as e:
         if e.result is not None and e.result.returncode in (126, 127):
-            raise WrongBuild(f"host {driver.spec.name}: `xl info` cannot run: not running Xen? "
-                             f"({_first_line(e)})") from e
+            raise WrongBuild(
+                f"host {driver.spec.name}: `xl info` cannot run: not running Xen? ({_first_line(e)})"
+            ) from e
         raise
     info["release"] = host.run(["uname", "-r"], timeout=30).stdout.strip()
     problems = check_booted(info, build, driver.spec, driver.xen_cmdline(build))
@@ -285,8 +310,15 @@ def xl_verifier(host: Host, build: Build, driver: "HostDriver") -> dict[str, str
 class HostDriver:
     """Drives one inventory host. Use as a context manager (reserve/release)."""
 
-    def __init__(self, spec: HostSpec, state_dir: Path, *, log: Callable[[str], None] | None = None,
-                 host: Host | None = None, verifier: Verifier | None = None):
+    def __init__(
+        self,
+        spec: HostSpec,
+        state_dir: Path,
+        *,
+        log: Callable[[str], None] | None = None,
+        host: Host | None = None,
+        verifier: Verifier | None = None,
+    ):
         """verifier(host, build, driver) -> info: how what booted is checked; the
         default runs `xl info` and `uname -r` (xl_verifier). Tests against a
         stand-in host that is not Xen pass their own, and say so."""
@@ -296,11 +328,11 @@ class HostDriver:
         self.log = log or (lambda msg: None)
         self._host = host
         self.bmc = BMC(spec.bmc, log=self.log) if spec.bmc else None
-        self.events: list[dict] = []          # what happened, for the run's counters/log
+        self.events: list[dict] = []  # what happened, for the run's counters/log
         self.booted: dict[str, str] = {}
-        self.booted_build: str | None = None     # the build verified in boot `verified_boot`
+        self.booted_build: str | None = None  # the build verified in boot `verified_boot`
         self.verified_boot: str | None = None
-        self.boot_id: str | None = None          # the host's current boot, as last seen
+        self.boot_id: str | None = None  # the host's current boot, as last seen
 
     # -- plumbing -------------------------------------------------------------------------------
     @property
@@ -319,7 +351,7 @@ class HostDriver:
         d.mkdir(parents=True, exist_ok=True)
         return d
 
-    def __enter__(self) -> "HostDriver":
+    def __enter__(self) -> HostDriver:
         self.reserve()
         return self
 
@@ -331,16 +363,18 @@ class HostDriver:
     def reserve(self) -> None:
         q = self.state.quarantined()
         if q:
-            raise HostQuarantined(f"host {self.spec.name} is quarantined for this invocation since {q['since']} "
-                                  f"after {q['failures']} failures in a row: {q['reason'][:300]} "
-                                  f"(state: {self.state.quarantine_path})")
+            raise HostQuarantined(
+                f"host {self.spec.name} is quarantined for this invocation since {q['since']} "
+                f"after {q['failures']} failures in a row: {q['reason'][:300]} "
+                f"(state: {self.state.quarantine_path})"
+            )
         self.state.acquire(self.spec.timeouts["lock_s"])
         self.event("reserved", lock=str(self.state.lock_path))
 
     def release(self) -> None:
         if self._host is not None and self.spec.multiplex:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
-                self._host.close()          # the shared connection's master, if any
+                self._host.close()  # the shared connection's master, if any
             self._host = None
         if self.state.locked:
             self.state.release()
@@ -362,12 +396,17 @@ class HostDriver:
     def grub_entry(self, build: Build) -> str:
         gp = self.spec.boot.get("grub_path") or self.spec.boot["dir"]
         p = f"{gp}/{build.build_id}"
-        lines = [f"menuentry 'schedlab {build.build_id}' --id {self.entry_id(build)} {{",
-                 "\tinsmod part_gpt", "\tinsmod part_msdos", "\tinsmod ext2", "\tinsmod gzio",
-                 f"\tsearch --no-floppy --file --set=root {p}/xen.gz",
-                 f"\techo 'schedlab: Xen {build.build_id}'",
-                 f"\tmultiboot2 {p}/xen.gz {self.xen_cmdline(build)}".rstrip(),
-                 f"\tmodule2 {p}/vmlinuz {self.dom0_cmdline(build)}".rstrip()]
+        lines = [
+            f"menuentry 'schedlab {build.build_id}' --id {self.entry_id(build)} {{",
+            "\tinsmod part_gpt",
+            "\tinsmod part_msdos",
+            "\tinsmod ext2",
+            "\tinsmod gzio",
+            f"\tsearch --no-floppy --file --set=root {p}/xen.gz",
+            f"\techo 'schedlab: Xen {build.build_id}'",
+            f"\tmultiboot2 {p}/xen.gz {self.xen_cmdline(build)}".rstrip(),
+            f"\tmodule2 {p}/vmlinuz {self.dom0_cmdline(build)}".rstrip(),
+        ]
         if "initrd.img" in build.files:
             lines.append(f"\tmodule2 --nounzip {p}/initrd.img")
         lines.append("}")
@@ -391,8 +430,10 @@ class HostDriver:
             sums = h.run(["sha256sum", "--", *[f"{tmp}/{n}" for n in sorted(build.files)]], timeout=t).stdout
             got = {Path(line.split()[1]).name: line.split()[0] for line in sums.splitlines() if line.strip()}
             if got != build.sha256:
-                raise RunFailed(f"host {self.spec.name}: upload of build {build.build_id} corrupted "
-                                f"(sha256 on host {got}, here {build.sha256})")
+                raise RunFailed(
+                    f"host {self.spec.name}: upload of build {build.build_id} corrupted "
+                    f"(sha256 on host {got}, here {build.sha256})"
+                )
             # the manifest marks a complete install; the folder appears under its final name at once
             h.put_bytes((manifest + "\n").encode(), f"{tmp}/installed.json", timeout=60)
             h.run(["sh", "-c", 'rm -rf -- "$2" && mv -T -- "$1" "$2"', "schedlab-install", tmp, bdir], timeout=60)
@@ -404,21 +445,38 @@ class HostDriver:
         # one sh script, fixed text; paths are positional arguments, never interpolated.
         # Keeps the newest keep_builds builds (the current one counts as newest), concatenates their entries into
         # schedlab.cfg (atomically), and checks that grub.cfg sources it.
-        script = ('set -e; d=$1; g=$2; keep=$3; touch -- "$d/$4"; tmp="$g/schedlab.cfg.tmp"; : > "$tmp"; '
-                  'ls -1t "$d" | grep -E "^[0-9a-f]{16,64}$" | tail -n +$((keep + 1)) | '
-                  'while read -r old; do rm -rf -- "$d/$old"; done; '
-                  'for f in "$d"/*/grub-entry.cfg; do [ -f "$f" ] && cat "$f" >> "$tmp"; done; '
-                  'mv -f "$tmp" "$g/schedlab.cfg"; '
-                  'grep -q schedlab.cfg "$g/grub.cfg" || { echo "no-hook" >&2; exit 3; }')
-        r = self.host.run(["sh", "-c", script, "schedlab-grub", b["dir"], b["grub_dir"], str(int(b["keep_builds"])),
-                           current.build_id],
-                          timeout=60, check=False)
+        script = (
+            'set -e; d=$1; g=$2; keep=$3; touch -- "$d/$4"; tmp="$g/schedlab.cfg.tmp"; : > "$tmp"; '
+            'ls -1t "$d" | grep -E "^[0-9a-f]{16,64}$" | tail -n +$((keep + 1)) | '
+            'while read -r old; do rm -rf -- "$d/$old"; done; '
+            'for f in "$d"/*/grub-entry.cfg; do [ -f "$f" ] && cat "$f" >> "$tmp"; done; '
+            'mv -f "$tmp" "$g/schedlab.cfg"; '
+            'grep -q schedlab.cfg "$g/grub.cfg" || { echo "no-hook" >&2; exit 3; }'
+        )
+        r = self.host.run(
+            [
+                "sh",
+                "-c",
+                script,
+                "schedlab-grub",
+                b["dir"],
+                b["grub_dir"],
+                str(int(b["keep_builds"])),
+                current.build_id,
+            ],
+            timeout=60,
+            check=False,
+        )
         if r.returncode == 3 and "no-hook" in r.stderr:
-            raise RunFailed(f"host {self.spec.name}: {b['grub_dir']}/grub.cfg does not source schedlab.cfg; "
-                            "install the GRUB hook once (docs/lab-testbed.md, 'Preparing a host') and run update-grub")
+            raise RunFailed(
+                f"host {self.spec.name}: {b['grub_dir']}/grub.cfg does not source schedlab.cfg; "
+                "install the GRUB hook once (docs/lab-testbed.md, 'Preparing a host') and run update-grub"
+            )
         if r.returncode != 0:
-            raise RunFailed(f"host {self.spec.name}: writing {b['grub_dir']}/schedlab.cfg failed "
-                            f"(exit {r.returncode}): {r.stderr.strip()[-500:]}")
+            raise RunFailed(
+                f"host {self.spec.name}: writing {b['grub_dir']}/schedlab.cfg failed "
+                f"(exit {r.returncode}): {r.stderr.strip()[-500:]}"
+            )
 
     # -- (c) boot -------------------------------------------------------------------------------------
     def read_boot_id(self, timeout: float = 30) -> str:
@@ -443,7 +501,8 @@ class HostDriver:
             f"{self.spec.known_hosts.describe()} ({self.spec.address}:{self.spec.port}"
             f"{', alias ' + self.spec.host_key_alias if self.spec.host_key_alias else ''}). "
             "A reinstalled host or someone else answering: check it, then update known_hosts deliberately.",
-            str(e)[-4000:])
+            str(e)[-4000:],
+        )
 
     def boot(self, build: Build) -> float:
         """One-shot boot into the build; returns seconds until ssh answered again."""
@@ -492,9 +551,12 @@ class HostDriver:
             except RunFailed as e:
                 last = e
             self.event("no-ssh", attempt=attempt, error=_first_line(last))
-        raise BootFailed(f"host {self.spec.name}: not reachable over ssh after {pol['boot_attempts']} attempt(s) "
-                         f"(boot_s={t['boot_s']:g}{'' if self.bmc else ', no BMC to power-cycle it'}): "
-                         f"{_first_line(last)}", tail())
+        raise BootFailed(
+            f"host {self.spec.name}: not reachable over ssh after {pol['boot_attempts']} attempt(s) "
+            f"(boot_s={t['boot_s']:g}{'' if self.bmc else ', no BMC to power-cycle it'}): "
+            f"{_first_line(last)}",
+            tail(),
+        )
 
     def _reboot(self, before: str | None) -> None:
         b, t = self.spec.boot, self.spec.timeouts
@@ -531,8 +593,7 @@ class HostDriver:
         self.booted_build = build.build_id
         self.verified_boot = self.boot_id
         self.state.record_verified(self.boot_id, build.build_id, {k: v for k, v in info.items() if isinstance(v, str)})
-        self.event("verified", build=build.build_id, xen_version=info.get("xen_version"),
-                   release=info.get("release"))
+        self.event("verified", build=build.build_id, xen_version=info.get("xen_version"), release=info.get("release"))
         return info
 
     def adopt(self, build: Build) -> bool:
@@ -564,8 +625,7 @@ class HostDriver:
                 alive = False
             self.booted_build = None if not alive else self.booted_build
             what = "host died during the run" if not alive else "a remote command failed"
-            raise RunFailed(f"host {self.spec.name}: {what}: {str(e).splitlines()[0][:500]}",
-                            str(e)[-8000:]) from e
+            raise RunFailed(f"host {self.spec.name}: {what}: {str(e).splitlines()[0][:500]}", str(e)[-8000:]) from e
 
     # -- (f) leave it booting its default entry --------------------------------------------------------
     def restore_default(self) -> None:
@@ -612,12 +672,31 @@ class HostDriver:
             self._failed(err, limit)
             raise err from e
         self.state.record_success()
-        result.counters = {**result.counters, "lab": {
-            "host": self.spec.name, "build_id": build.build_id, "boot_id": self.boot_id,
-            "rebooted": booted_now, "boot_seconds": round(boot_s, 1) if booted_now else None,
-            "booted": {k: self.booted.get(k) for k in ("xen_version", "xen_changeset", "build_id", "xen_commandline",
-                                                       "xen_scheduler", "release", "nr_cpus", "nr_nodes")},
-            "events": self.events, "seconds": round(time.monotonic() - t0, 1)}}
+        result.counters = {
+            **result.counters,
+            "lab": {
+                "host": self.spec.name,
+                "build_id": build.build_id,
+                "boot_id": self.boot_id,
+                "rebooted": booted_now,
+                "boot_seconds": round(boot_s, 1) if booted_now else None,
+                "booted": {
+                    k: self.booted.get(k)
+                    for k in (
+                        "xen_version",
+                        "xen_changeset",
+                        "build_id",
+                        "xen_commandline",
+                        "xen_scheduler",
+                        "release",
+                        "nr_cpus",
+                        "nr_nodes",
+                    )
+                },
+                "events": self.events,
+                "seconds": round(time.monotonic() - t0, 1),
+            },
+        }
         return result
 
     def _failed(self, e: RunFailed, limit: int) -> None:
@@ -630,14 +709,18 @@ class HostDriver:
             return
         e.log = (e.log + "\n" if e.log else "") + "events:\n" + "\n".join(json.dumps(x) for x in self.events)
         if isinstance(e, HostKeyMismatch):
-            limit = 1            # never retry a host that is not the one we know
+            limit = 1  # never retry a host that is not the one we know
         if self.state.record_failure(str(e), limit):
             self.event("quarantined", failures=self.state.failures(), file=str(self.state.quarantine_path))
-            raise HostQuarantined(f"{e} -- host {self.spec.name} failed {limit} time(s) in a row and is "
-                                  f"quarantined for this invocation ({self.state.quarantine_path})", e.log) from e
+            raise HostQuarantined(
+                f"{e} -- host {self.spec.name} failed {limit} time(s) in a row and is "
+                f"quarantined for this invocation ({self.state.quarantine_path})",
+                e.log,
+            ) from e
 
 
 # --- choosing a host of a pool -----------------------------------------------------------------------
+
 
 def pick_host(inventory: Inventory, name: str | None, *, log=None) -> HostDriver:
     """Reserve the first usable host of `name` (a host or a pool): not quarantined,

@@ -2,13 +2,14 @@
 
 An error names the file, the line (from the YAML node marks) and the field, e.g.
 
-    config/lab.yaml:42: field hosts.xen1.bmc.password: ... 
+    config/lab.yaml:42: field hosts.xen1.bmc.password: ...
 
 Secrets never live in the inventory: the BMC password is referenced by the name
 of an environment variable or by a file outside the repository, and is read
 only when a BMC command runs (schedlab.lab.power). `HostSpec.public()` is the
 host's entry as recorded with every run: everything but where the secret is.
 """
+
 from __future__ import annotations
 
 import copy
@@ -26,11 +27,24 @@ ENV_INVENTORY = "SCHEDLAB_LAB_INVENTORY"
 # What a host gets when neither it nor the inventory's `defaults` say otherwise.
 BUILTIN: dict[str, dict[str, Any]] = {
     "ssh": {"port": 22, "user": "root", "multiplex": False},
-    "boot": {"dir": "/boot/schedlab", "grub_dir": "/boot/grub", "grub_path": "",
-             "dom0_cmdline": "", "xen_cmdline_extra": "",
-             "grub_reboot": ["grub-reboot"], "reboot": ["systemctl", "reboot"], "keep_builds": 8},
-    "timeouts": {"ssh_connect_s": 10, "boot_s": 600, "shutdown_s": 120, "command_s": 3600,
-                 "install_s": 600, "lock_s": 0},
+    "boot": {
+        "dir": "/boot/schedlab",
+        "grub_dir": "/boot/grub",
+        "grub_path": "",
+        "dom0_cmdline": "",
+        "xen_cmdline_extra": "",
+        "grub_reboot": ["grub-reboot"],
+        "reboot": ["systemctl", "reboot"],
+        "keep_builds": 8,
+    },
+    "timeouts": {
+        "ssh_connect_s": 10,
+        "boot_s": 600,
+        "shutdown_s": 120,
+        "command_s": 3600,
+        "install_s": 600,
+        "lock_s": 0,
+    },
     "policy": {"boot_attempts": 3, "quarantine_after": 2},
 }
 BMC_DEFAULTS = {"type": "ipmi-lan", "port": 623, "privilege": "ADMINISTRATOR", "timeout_s": 20, "retries": 1}
@@ -45,6 +59,7 @@ def cache_root() -> Path:
 @dataclass(frozen=True)
 class Where:
     """A place in the inventory file, for error messages."""
+
     file: Path
     line: int | None
     field: str
@@ -59,6 +74,7 @@ class Where:
 @dataclass(frozen=True)
 class FileRef:
     """A file named by {path: /abs}, {cache: rel} or {env: NAME}; resolved when used."""
+
     kind: str
     value: str
     where: Where
@@ -89,6 +105,7 @@ class SecretRef:
     under $SCHEDLAB_CACHE). `read()` is the only way to get it; it is never stored,
     logged or put on a command line. A file must be outside the repository and readable
     by its owner only."""
+
     kind: str
     value: str
     where: Where
@@ -101,15 +118,17 @@ class SecretRef:
             return pw
         p = Path(self.value) if self.kind == "file" else cache_root() / self.value
         if self.kind == "cache" and _is_inside(p, ROOT):
-            raise self.where.error(f"{p} ($SCHEDLAB_CACHE/{self.value}) is inside the repository; "
-                                   "keep the BMC password outside it")
+            raise self.where.error(
+                f"{p} ($SCHEDLAB_CACHE/{self.value}) is inside the repository; keep the BMC password outside it"
+            )
         try:
             st = p.stat()
         except OSError as e:
             raise self.where.error(f"cannot read the BMC password file {p}: {e.strerror}") from None
         if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise self.where.error(f"the BMC password file {p} is readable by others "
-                                   f"(mode {stat.S_IMODE(st.st_mode):o}); chmod 600 it")
+            raise self.where.error(
+                f"the BMC password file {p} is readable by others (mode {stat.S_IMODE(st.st_mode):o}); chmod 600 it"
+            )
         pw = p.read_text().rstrip("\r\n")
         if not pw:
             raise self.where.error(f"the BMC password file {p} is empty")
@@ -149,8 +168,8 @@ class HostSpec:
     boot: dict
     timeouts: dict
     policy: dict
-    entry: dict = field(repr=False)          # the merged entry as validated (no secrets in it)
-    multiplex: bool = False                  # one shared ssh connection (ControlMaster) for all commands
+    entry: dict = field(repr=False)  # the merged entry as validated (no secrets in it)
+    multiplex: bool = False  # one shared ssh connection (ControlMaster) for all commands
     where: Where | None = field(default=None, repr=False)
 
     def public(self) -> dict:
@@ -164,9 +183,17 @@ class HostSpec:
     def host(self):
         """The SSH driver (schedlab.host.Host) for this host."""
         from schedlab.host import Host
-        return Host(self.address, user=self.user, port=self.port, identity=self.key.resolve_existing(),
-                    known_hosts=self.known_hosts.resolve_existing(), host_key_alias=self.host_key_alias,
-                    connect_timeout=int(self.timeouts["ssh_connect_s"]), multiplex=self.multiplex)
+
+        return Host(
+            self.address,
+            user=self.user,
+            port=self.port,
+            identity=self.key.resolve_existing(),
+            known_hosts=self.known_hosts.resolve_existing(),
+            host_key_alias=self.host_key_alias,
+            connect_timeout=int(self.timeouts["ssh_connect_s"]),
+            multiplex=self.multiplex,
+        )
 
 
 @dataclass
@@ -184,11 +211,13 @@ class Inventory:
             return [self.hosts[name]]
         if name in self.pools:
             return [self.hosts[h] for h in self.pools[name]]
-        raise ConfigError(f"{self.path}: no host or pool named {name!r} "
-                          f"(hosts: {', '.join(self.hosts) or '-'}; pools: {', '.join(self.pools) or '-'})")
+        raise ConfigError(
+            f"{self.path}: no host or pool named {name!r} "
+            f"(hosts: {', '.join(self.hosts) or '-'}; pools: {', '.join(self.pools) or '-'})"
+        )
 
 
-REPLACED_WHOLE = {"key", "known_hosts", "password"}   # {path|cache|env: ...}: one source, never merged
+REPLACED_WHOLE = {"key", "known_hosts", "password"}  # {path|cache|env: ...}: one source, never merged
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -213,8 +242,11 @@ def check_destination(user: str, address: str, port: int, source: str) -> None:
     """An ssh destination given elsewhere (`--target ssh:USER@HOST:PORT`) checked as an
     inventory entry's is (lab.schema.json's user, address, port): nothing can reach ssh
     as an option or a shell word. Raises ConfigError naming `source` and the field."""
-    schema = {"$defs": _schema("lab")["$defs"], "type": "object",
-              "properties": {k: {"$ref": f"#/$defs/{k}"} for k in ("user", "address", "port")}}
+    schema = {
+        "$defs": _schema("lab")["$defs"],
+        "type": "object",
+        "properties": {k: {"$ref": f"#/$defs/{k}"} for k in ("user", "address", "port")},
+    }
     for e in _validator_class()(schema).iter_errors({"user": user, "address": address, "port": port}):
         raise ConfigError(f"{source}: field {_field(list(e.absolute_path))}: {_short(e)}")
 
@@ -253,33 +285,55 @@ def load_inventory(path: str | Path | None = None) -> Inventory:
             else:
                 raise where("hosts", name, "ssh").error(f"no {k} (set it here or under defaults.ssh)")
 
-        def fileref(k):
-            (kind, value), = ssh[k].items()
-            return FileRef(kind, value, where(*src[k], kind))
+        def fileref(k):  # noqa: B023  (called at once, in this iteration)
+            ((kind, value),) = ssh[k].items()  # noqa: B023
+            return FileRef(kind, value, where(*src[k], kind))  # noqa: B023
 
         bmc = None
         if "bmc" in entry:
             b = _merge(BMC_DEFAULTS, entry["bmc"])
             entry["bmc"] = b
-            (pkind, pval), = b["password"].items()
+            ((pkind, pval),) = b["password"].items()
             pw_where = where("hosts", name, "bmc", "password", pkind)
             if pkind == "file" and _is_inside(Path(pval), ROOT):
-                raise pw_where.error(f"{pval} is inside the repository; keep the BMC password outside it "
-                                     "(e.g. /etc/schedlab/bmc-NAME.pass, mode 600)")
-            bmc = BmcSpec(address=b["address"], port=b["port"], user=b["user"],
-                          password=SecretRef(pkind, pval, pw_where), privilege=b["privilege"],
-                          cipher_suite=b.get("cipher_suite"), timeout_s=b["timeout_s"], retries=b["retries"],
-                          type=b["type"])
+                raise pw_where.error(
+                    f"{pval} is inside the repository; keep the BMC password outside it "
+                    "(e.g. /etc/schedlab/bmc-NAME.pass, mode 600)"
+                )
+            bmc = BmcSpec(
+                address=b["address"],
+                port=b["port"],
+                user=b["user"],
+                password=SecretRef(pkind, pval, pw_where),
+                privilege=b["privilege"],
+                cipher_suite=b.get("cipher_suite"),
+                timeout_s=b["timeout_s"],
+                retries=b["retries"],
+                type=b["type"],
+            )
         if entry["boot"]["reboot"] == ["bmc-cycle"] and bmc is None:
             raise where("hosts", name, "boot", "reboot").error("[bmc-cycle] needs a bmc section")
         if entry.get("console", {}).get("bmc_password") and bmc is None:
             raise where("hosts", name, "console", "bmc_password").error("needs a bmc section")
         hosts[name] = HostSpec(
-            name=name, description=raw.get("description", ""), address=ssh["address"], port=ssh["port"],
-            user=ssh["user"], key=fileref("key"), known_hosts=fileref("known_hosts"),
-            host_key_alias=ssh.get("host_key_alias"), topology=entry["topology"], bmc=bmc,
-            console=entry.get("console"), boot=entry["boot"], timeouts=entry["timeouts"],
-            policy=entry["policy"], entry=entry, where=where("hosts", name), multiplex=bool(ssh.get("multiplex")))
+            name=name,
+            description=raw.get("description", ""),
+            address=ssh["address"],
+            port=ssh["port"],
+            user=ssh["user"],
+            key=fileref("key"),
+            known_hosts=fileref("known_hosts"),
+            host_key_alias=ssh.get("host_key_alias"),
+            topology=entry["topology"],
+            bmc=bmc,
+            console=entry.get("console"),
+            boot=entry["boot"],
+            timeouts=entry["timeouts"],
+            policy=entry["policy"],
+            entry=entry,
+            where=where("hosts", name),
+            multiplex=bool(ssh.get("multiplex")),
+        )
     for pool, members in pools.items():
         for i, m in enumerate(members):
             if m not in hosts:

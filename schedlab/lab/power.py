@@ -11,18 +11,19 @@ or a mode-600 file named in the inventory) at each call and not kept.
 Every call has a timeout (ipmitool's own -N/-R per request, and a hard limit on
 the whole process); failures raise BmcError naming the BMC and the command.
 """
+
 from __future__ import annotations
 
 import os
 import shlex
 import subprocess
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .inventory import BmcSpec
 
 IPMITOOL = "ipmitool"
-DEFAULT_CIPHER_SUITE = 3          # RMCP+ HMAC-SHA1/AES-CBC-128: every IPMI 2.0 BMC has it; skips slow auto-detection
+DEFAULT_CIPHER_SUITE = 3  # RMCP+ HMAC-SHA1/AES-CBC-128: every IPMI 2.0 BMC has it; skips slow auto-detection
 
 
 class BmcError(Exception):
@@ -34,8 +35,7 @@ class BmcTimeout(BmcError):
 
 
 class BMC:
-    def __init__(self, spec: BmcSpec, *, log: Callable[[str], None] | None = None,
-                 ipmitool: str = IPMITOOL):
+    def __init__(self, spec: BmcSpec, *, log: Callable[[str], None] | None = None, ipmitool: str = IPMITOOL):
         if spec.type != "ipmi-lan":
             raise BmcError(f"unsupported BMC type {spec.type!r}")
         self.spec = spec
@@ -50,9 +50,27 @@ class BMC:
     def argv(self, *command: str) -> list[str]:
         s = self.spec
         per_try = max(1, int(s.timeout_s / (s.retries + 1)))
-        return [self.ipmitool, "-I", "lanplus", "-H", s.address, "-p", str(s.port), "-U", s.user, "-E",
-                "-L", s.privilege, "-C", str(s.cipher_suite if s.cipher_suite is not None else DEFAULT_CIPHER_SUITE),
-                "-N", str(per_try), "-R", str(s.retries + 1), *command]
+        return [
+            self.ipmitool,
+            "-I",
+            "lanplus",
+            "-H",
+            s.address,
+            "-p",
+            str(s.port),
+            "-U",
+            s.user,
+            "-E",
+            "-L",
+            s.privilege,
+            "-C",
+            str(s.cipher_suite if s.cipher_suite is not None else DEFAULT_CIPHER_SUITE),
+            "-N",
+            str(per_try),
+            "-R",
+            str(s.retries + 1),
+            *command,
+        ]
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "IPMI_PASSWORD"}
@@ -67,8 +85,7 @@ class BMC:
         secret = env["IPMI_PASSWORD"]
         limit = timeout if timeout is not None else self.spec.timeout_s * 2 + 5
         try:
-            res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=limit,
-                                 stdin=subprocess.DEVNULL)
+            res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL)
         except FileNotFoundError:
             raise BmcError(f"{self}: {self.ipmitool} not found (Debian package ipmitool)") from None
         except subprocess.TimeoutExpired:
@@ -80,8 +97,10 @@ class BMC:
             err = _scrub((res.stderr or res.stdout).strip(), secret)
             hint = ""
             if "Unable to establish IPMI v2 / RMCP+ session" in err:
-                hint = (" (BMC unreachable, wrong user/password or cipher suite, or IPMI over LAN disabled"
-                        f"; the password came from {self.spec.password.where})")
+                hint = (
+                    " (BMC unreachable, wrong user/password or cipher suite, or IPMI over LAN disabled"
+                    f"; the password came from {self.spec.password.where})"
+                )
             elif "Invalid data field in request" in err:
                 hint = " (this BMC does not support that command)"
             raise BmcError(f"{self}: `{what}` failed (exit {res.returncode}): {err[-1500:]}{hint}")

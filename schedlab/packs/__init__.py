@@ -6,6 +6,7 @@
 
 Run one alone: python -m schedlab.packs run NAME --param k=v --reps N --out DIR
 """
+
 from __future__ import annotations
 
 import importlib

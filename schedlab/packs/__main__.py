@@ -16,19 +16,19 @@ Exit status: 0 ok, 2 bad usage or parameter, 3 a benchmark printed output that
 does not parse (no record written for it), 1 any other failure (a failed command on
 the target, ssh or the VM failing: the message says which).
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
 
-from schedlab import config, packs, store
-from schedlab import targets
-from schedlab.packs import targets as pack_targets
-from schedlab.packs import runner
+from schedlab import config, packs, store, targets
 from schedlab.builds.kernel import KernelBuildError
-from schedlab.host import HostError
-from schedlab.packs.base import PackError, PackOutputError
 from schedlab.core.testbed import RunFailed
+from schedlab.host import HostError
+from schedlab.packs import runner
+from schedlab.packs import targets as pack_targets
+from schedlab.packs.base import PackError, PackOutputError
 
 
 def _params(items: list[str]) -> dict:
@@ -52,15 +52,24 @@ def main(argv=None) -> int:
     r.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     r.add_argument("--reps", type=int, default=5)
     r.add_argument("--warmup", type=int, default=1)
-    r.add_argument("--out", default=str(config.ROOT / "data"),
-                   help="data directory; records go to OUT/raw/TESTBED/pack-NAME (default: %(default)s)")
-    r.add_argument("--target", default="local",
-                   help="where to run: local, ssh:[USER@]HOST[:PORT], qemu-native:CONFIG[:CMDLINE] (default: local)")
+    r.add_argument(
+        "--out",
+        default=str(config.ROOT / "data"),
+        help="data directory; records go to OUT/raw/TESTBED/pack-NAME (default: %(default)s)",
+    )
+    r.add_argument(
+        "--target",
+        default="local",
+        help="where to run: local, ssh:[USER@]HOST[:PORT], qemu-native:CONFIG[:CMDLINE] (default: local)",
+    )
     r.add_argument("--identity", help="ssh target: private key file")
     r.add_argument("--known-hosts", help="ssh target: known_hosts file (strict host-key checking)")
     r.add_argument("--host-key-alias", help="ssh target: name of the host key in known_hosts")
-    r.add_argument("--build", action="store_true",
-                   help="qemu-native target: build a missing kernel or native image first (root, slow)")
+    r.add_argument(
+        "--build",
+        action="store_true",
+        help="qemu-native target: build a missing kernel or native image first (root, slow)",
+    )
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--variant", default="default", help="variant name in the records (e.g. the kernel)")
     args = ap.parse_args(argv)
@@ -79,17 +88,30 @@ def main(argv=None) -> int:
             print(" ".join(packs.debs(args.packs or None)))
             return 0
         try:
-            target = pack_targets.target_from_name(args.target, identity=args.identity, known_hosts=args.known_hosts,
-                                 host_key_alias=args.host_key_alias, build=args.build,
-                                 log=lambda m: print(m, file=sys.stderr, flush=True))
+            target = pack_targets.target_from_name(
+                args.target,
+                identity=args.identity,
+                known_hosts=args.known_hosts,
+                host_key_alias=args.host_key_alias,
+                build=args.build,
+                log=lambda m: print(m, file=sys.stderr, flush=True),
+            )
         except ValueError as e:
             raise PackError(str(e)) from None
         except FileNotFoundError as e:
             print(f"error: {e} (build it, or pass --build)", file=sys.stderr)
             return 1
         try:
-            paths = runner.run_pack(args.pack, _params(args.param), target, args.reps, args.warmup,
-                                    args.out, args.seed, variant=args.variant)
+            paths = runner.run_pack(
+                args.pack,
+                _params(args.param),
+                target,
+                args.reps,
+                args.warmup,
+                args.out,
+                args.seed,
+                variant=args.variant,
+            )
         finally:
             close = getattr(target, "close", None)
             if close:

@@ -22,13 +22,15 @@ Packs talk to the machine only through the target protocol of
 schedlab/targets.py (run/put/get/tmpdir), so the same code runs locally, in
 dom0 or in a guest over SSH.
 """
+
 from __future__ import annotations
 
 import math
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 class PackError(Exception):
@@ -100,15 +102,20 @@ def _to_bool(v) -> bool:
     raise ValueError("not a boolean (yes/no)")
 
 
-KINDS: dict[str, Callable[[Any], Any]] = {"int": _to_int, "float": float, "str": _to_str,
-                                          "ints": _to_ints, "bool": _to_bool}
+KINDS: dict[str, Callable[[Any], Any]] = {
+    "int": _to_int,
+    "float": float,
+    "str": _to_str,
+    "ints": _to_ints,
+    "bool": _to_bool,
+}
 
 
 @dataclass(frozen=True)
 class Param:
     name: str
-    kind: str                     # int, float, str, bool, ints (comma-separated list)
-    default: Any                  # a value, or a function of the target's facts
+    kind: str  # int, float, str, bool, ints (comma-separated list)
+    default: Any  # a value, or a function of the target's facts
     doc: str
     choices: tuple = ()
     minimum: float | None = None
@@ -123,7 +130,7 @@ class Param:
         if self.choices and v not in self.choices:
             raise PackError(f"parameter {self.name}={v!r}: must be one of {', '.join(map(str, self.choices))}")
         if self.minimum is not None:
-            for x in (v if isinstance(v, list) else [v]):
+            for x in v if isinstance(v, list) else [v]:
                 if isinstance(x, (int, float)) and x < self.minimum:
                     raise PackError(f"parameter {self.name}={raw!r}: must be at least {self.minimum:g}")
         if isinstance(v, list):
@@ -134,12 +141,13 @@ class Param:
 @dataclass
 class Context:
     """One pack run on one target: what prepare/run_once/cleanup share."""
+
     target: Any
-    workdir: str                  # scratch directory on the target (tmpfs)
-    params: dict                  # resolved parameters (the sweep parameter is a list)
-    facts: dict                   # the target's cpus, memory, kernel, ...
-    seed: int                     # the base seed of this pack run
-    state: dict = field(default_factory=dict)   # filled by prepare, read by cleanup
+    workdir: str  # scratch directory on the target (tmpfs)
+    params: dict  # resolved parameters (the sweep parameter is a list)
+    facts: dict  # the target's cpus, memory, kernel, ...
+    seed: int  # the base seed of this pack run
+    state: dict = field(default_factory=dict)  # filled by prepare, read by cleanup
 
     def path(self, *parts: str) -> str:
         return "/".join([self.workdir.rstrip("/"), *parts])
@@ -167,15 +175,16 @@ def gather_facts(target) -> dict:
         facts["mem_total_mib"] = mem["MemTotal"] // 1024
         facts["mem_available_mib"] = mem.get("MemAvailable", mem["MemTotal"]) // 1024
     except (IndexError, ValueError, KeyError) as e:
-        raise PackError(f"target {getattr(target, 'name', target)}: unexpected answer to {script!r}: "
-                        f"{out!r} ({e})") from None
+        raise PackError(
+            f"target {getattr(target, 'name', target)}: unexpected answer to {script!r}: {out!r} ({e})"
+        ) from None
     return facts
 
 
 # -- timing a command on the target -----------------------------------------------
 # The clock is read on the target (not around an SSH round trip). The wrapper
 # prints one line and the shell's `times` (user/system CPU of its children).
-_TIMED = r'''cd "$1" || exit 125
+_TIMED = r"""cd "$1" || exit 125
 out=$2; err=$3; shift 3
 s=$(date +%s%N)
 "$@" >"$out" 2>"$err"
@@ -184,7 +193,7 @@ e=$(date +%s%N)
 echo "schedlab-timed: exit=$rc start_ns=$s end_ns=$e"
 times
 if [ "$rc" -ne 0 ]; then tail -c 3000 "$err" >&2; fi
-exit $rc'''
+exit $rc"""
 
 
 def timed_argv(argv: list[str], cwd: str, stdout: str, stderr: str) -> list[str]:
@@ -200,8 +209,9 @@ def parse_timed(output: str, run_id: str) -> dict[str, float]:
     """elapsed_s, user_s, sys_s from the wrapper's output."""
     m = _TIMED_RE.findall(output)
     if len(m) != 1:
-        raise PackOutputError(run_id, "expected one 'schedlab-timed: exit=N start_ns=N end_ns=N' line "
-                              f"(found {len(m)})", output)
+        raise PackOutputError(
+            run_id, f"expected one 'schedlab-timed: exit=N start_ns=N end_ns=N' line (found {len(m)})", output
+        )
     rc, s, e = map(int, m[0])
     if rc != 0:
         raise PackOutputError(run_id, f"the timed command exited with status {rc}", output)
@@ -231,23 +241,22 @@ def number(text: str, pattern: str, run_id: str, what: str, flags=re.M) -> float
 
 class Pack:
     name: str = "base"
-    version: str = "1"             # bump when what a run measures changes (part of the run key)
+    version: str = "1"  # bump when what a run measures changes (part of the run key)
     description: str = ""
-    measures: str = ""             # one paragraph for docs/packs.md
+    measures: str = ""  # one paragraph for docs/packs.md
     debs: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
     params: tuple[Param, ...] = ()
-    sweep: str | None = None       # name of the swept parameter, if any
+    sweep: str | None = None  # name of the swept parameter, if any
     metrics: tuple[Metric, ...] = ()
-    version_argv: tuple[str, ...] = ()   # prints the tool's version (provenance)
+    version_argv: tuple[str, ...] = ()  # prints the tool's version (provenance)
 
     # -- parameters ----------------------------------------------------------------
     def resolve(self, given: dict, facts: dict) -> dict:
         known = {p.name: p for p in self.params}
         unknown = [k for k in given if k not in known]
         if unknown:
-            raise PackError(f"pack {self.name}: unknown parameter(s) {', '.join(unknown)} "
-                            f"(known: {', '.join(known)})")
+            raise PackError(f"pack {self.name}: unknown parameter(s) {', '.join(unknown)} (known: {', '.join(known)})")
         params = {name: p.value(given.get(name), facts) for name, p in known.items()}
         self.check_params(params, facts)
         return params
@@ -304,9 +313,13 @@ class Pack:
         return {n: float(values[n]) for n in want}
 
     def describe(self) -> dict:
-        return {"name": self.name, "version": self.version, "debs": list(self.debs),
-                "sweep": self.sweep,
-                "metrics": {m.name: m.describe() for m in self.metrics}}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "debs": list(self.debs),
+            "sweep": self.sweep,
+            "metrics": {m.name: m.describe() for m in self.metrics},
+        }
 
 
 def quote(argv) -> str:

@@ -7,6 +7,7 @@ when this machine has cc and the same architecture, a static build made here.
 Each repetition runs `forkexec -n ITERATIONS -w WARMUP`; the metric is the
 median over the iterations.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from schedlab.packs.base import Metric, Pack, Param, PackError, PackOutputError, number
+from schedlab.packs.base import Metric, Pack, PackError, PackOutputError, Param, number
 
 SOURCE = Path(__file__).with_name("forkexec.c")
 
@@ -25,19 +26,26 @@ SOURCE = Path(__file__).with_name("forkexec.c")
 class ForkExec(Pack):
     name = "forkexec"
     description = "forkexec: fork+exec+exit latency (microseconds, median over N iterations)"
-    measures = ("Process creation cost: fork() copies the page tables, exec() replaces them, exit() "
-                "tears them down and the parent is woken by wait(). Under Xen PV every page-table "
-                "update is a hypercall or trapped write, so this is where paravirtualisation and "
-                "memory virtualisation costs are most visible (LMBench's lat_proc exec).")
+    measures = (
+        "Process creation cost: fork() copies the page tables, exec() replaces them, exit() "
+        "tears them down and the parent is woken by wait(). Under Xen PV every page-table "
+        "update is a hypercall or trapped write, so this is where paravirtualisation and "
+        "memory virtualisation costs are most visible (LMBench's lat_proc exec)."
+    )
     debs = ("gcc", "libc6-dev")
-    tools = ()        # cc is optional (a prebuilt binary can be copied instead)
+    tools = ()  # cc is optional (a prebuilt binary can be copied instead)
     version_argv = ()
     sweep = None
     params = (
         Param("iterations", "int", 2000, "timed fork+exec+wait iterations per repetition", minimum=1),
         Param("warmup_iterations", "int", 100, "untimed iterations before them", minimum=0),
-        Param("link", "str", "dynamic", "how the binary (and so the exec'd helper) is linked",
-              choices=("dynamic", "static")),
+        Param(
+            "link",
+            "str",
+            "dynamic",
+            "how the binary (and so the exec'd helper) is linked",
+            choices=("dynamic", "static"),
+        ),
         Param("prebuilt", "str", "", "local path of a forkexec binary, for targets without cc"),
     )
     metrics = (
@@ -71,9 +79,11 @@ class ForkExec(Pack):
     def _build_here(self, ctx, binary):
         cc = shutil.which("cc")
         if not cc or ctx.facts.get("machine") != platform.machine():
-            raise PackError(f"forkexec: target {ctx.target.name} has no cc, and no prebuilt binary was given "
-                            f"(param prebuilt=PATH; this machine is {platform.machine()}, the target "
-                            f"{ctx.facts.get('machine')})")
+            raise PackError(
+                f"forkexec: target {ctx.target.name} has no cc, and no prebuilt binary was given "
+                f"(param prebuilt=PATH; this machine is {platform.machine()}, the target "
+                f"{ctx.facts.get('machine')})"
+            )
         with tempfile.TemporaryDirectory() as d:
             local = os.path.join(d, "forkexec")
             r = subprocess.run([cc, "-O2", "-static", "-o", local, str(SOURCE)], capture_output=True, text=True)

@@ -19,6 +19,7 @@ in a seeded random order. An existing record for a run key is reused, not
 re-measured. A run whose output does not parse raises PackOutputError and
 writes no record; cleanup (server stop, scratch removal) always happens.
 """
+
 from __future__ import annotations
 
 import random
@@ -35,8 +36,18 @@ from schedlab.run import _now, derive_seed, host_description, repo_state
 LOG_LIMIT = 20000
 
 
-def run_pack(pack_name: str, params: dict, target, reps: int, warmup: int, out_dir, seed: int,
-             variant: str = "default", testbed: str | None = None, log=sys.stderr) -> list[Path]:
+def run_pack(
+    pack_name: str,
+    params: dict,
+    target,
+    reps: int,
+    warmup: int,
+    out_dir,
+    seed: int,
+    variant: str = "default",
+    testbed: str | None = None,
+    log=sys.stderr,
+) -> list[Path]:
     """Run pack_name with params on target: warmup + reps rounds over the sweep.
     Returns the paths of the records (new and reused), in run order. testbed: the records'
     testbed (default: the target's `testbed` attribute, e.g. "qemu" for a natively booted
@@ -51,8 +62,10 @@ def run_pack(pack_name: str, params: dict, target, reps: int, warmup: int, out_d
     pack = get(pack_name)
     missing = pack.missing_tools(target)
     if missing:
-        raise PackError(f"pack {pack.name}: {', '.join(missing)} not found on target {target.name} "
-                        f"(Debian packages: {' '.join(pack.debs)})")
+        raise PackError(
+            f"pack {pack.name}: {', '.join(missing)} not found on target {target.name} "
+            f"(Debian packages: {' '.join(pack.debs)})"
+        )
     facts = gather_facts(target)
     resolved = pack.resolve(dict(params), facts)
     points = pack.points(resolved)
@@ -75,21 +88,40 @@ def run_pack(pack_name: str, params: dict, target, reps: int, warmup: int, out_d
     entries = []
     for index, (rep, pt) in enumerate(plan):
         pid = pack.point_id(pt)
-        definition = {"study": study, "testbed": testbed, "variant": variant, "point": pt,
-                      "metrics": metric_names, "pack": pack.name, "pack_version": pack.version}
+        definition = {
+            "study": study,
+            "testbed": testbed,
+            "variant": variant,
+            "point": pt,
+            "metrics": metric_names,
+            "pack": pack.name,
+            "pack_version": pack.version,
+        }
         dhash = config.sha256(definition)
         key = store.run_key_of(dhash, build_id, rep, seed)
         run_id = store.run_id_of(variant, pid, rep, key)
-        entries.append(dict(index=index, rep=rep, point=pt, pid=pid, dhash=dhash, key=key, run_id=run_id,
-                            path=folder / f"{run_id}.json"))
+        entries.append(
+            dict(
+                index=index,
+                rep=rep,
+                point=pt,
+                pid=pid,
+                dhash=dhash,
+                key=key,
+                run_id=run_id,
+                path=folder / f"{run_id}.json",
+            )
+        )
 
     todo = []
     for e in entries:
         if e["path"].exists():
             problems = store.check_record(e["path"], store.read_record(e["path"]))
             if problems:
-                raise store.RecordError(f"{e['path']}: existing record is damaged: {'; '.join(problems)} "
-                                        "(left untouched; move it aside to re-measure)")
+                raise store.RecordError(
+                    f"{e['path']}: existing record is damaged: {'; '.join(problems)} "
+                    "(left untouched; move it aside to re-measure)"
+                )
             print(f"[{study}/{testbed}] {e['run_id']}: reusing", file=log, flush=True)
         else:
             todo.append(e)
@@ -102,12 +134,24 @@ def run_pack(pack_name: str, params: dict, target, reps: int, warmup: int, out_d
         t0 = time.monotonic()
         pack.prepare(ctx)
         print(f"[{study}/{testbed}] prepared on {target.name} in {time.monotonic() - t0:.1f} s", file=log, flush=True)
-        described = {"name": testbed, "target": target.name, "facts": facts,
-                     "pack": {**pack.describe(), "params": resolved, "tool_version": pack.tool_version(target),
-                              "prepared": {k: v for k, v in ctx.state.items()
-                                           if isinstance(v, (str, int, float, bool))}}}
-        provenance = {**repo_state(), "schedlab_version": __version__, "testbed": described,
-                      "build_id": build_id, "host": host_description()}
+        described = {
+            "name": testbed,
+            "target": target.name,
+            "facts": facts,
+            "pack": {
+                **pack.describe(),
+                "params": resolved,
+                "tool_version": pack.tool_version(target),
+                "prepared": {k: v for k, v in ctx.state.items() if isinstance(v, (str, int, float, bool))},
+            },
+        }
+        provenance = {
+            **repo_state(),
+            "schedlab_version": __version__,
+            "testbed": described,
+            "build_id": build_id,
+            "host": host_description(),
+        }
         for e in todo:
             rep, pt = e["rep"], e["point"]
             warm = rep < warmup
@@ -116,14 +160,36 @@ def run_pack(pack_name: str, params: dict, target, reps: int, warmup: int, out_d
             started, t1 = _now(), time.monotonic()
             output = pack.run_once(ctx, pt, rseed, e["run_id"])
             values = pack.check_metrics(pack.parse(output, e["run_id"]), output, e["run_id"])
-            rec = {"format": store.FORMAT, "run_id": e["run_id"], "run_key": e["key"], "study": study,
-                   "testbed": testbed, "variant": variant, "point": pt, "point_id": e["pid"],
-                   "repetition": rep, "warmup": warm, "seed": rseed, "status": "ok", "attempt": 1,
-                   "metrics": values, "counters": {}, "samples": {}, "log": output[-LOG_LIMIT:],
-                   "started": started, "finished": _now(), "duration_s": time.monotonic() - t1,
-                   "run_order": {"index": e["index"], "plan_size": len(plan), "plan_seed": plan_seed,
-                                 "executed_as": "pack-runner"},
-                   "definition_hash": e["dhash"], "provenance": provenance}
+            rec = {
+                "format": store.FORMAT,
+                "run_id": e["run_id"],
+                "run_key": e["key"],
+                "study": study,
+                "testbed": testbed,
+                "variant": variant,
+                "point": pt,
+                "point_id": e["pid"],
+                "repetition": rep,
+                "warmup": warm,
+                "seed": rseed,
+                "status": "ok",
+                "attempt": 1,
+                "metrics": values,
+                "counters": {},
+                "samples": {},
+                "log": output[-LOG_LIMIT:],
+                "started": started,
+                "finished": _now(),
+                "duration_s": time.monotonic() - t1,
+                "run_order": {
+                    "index": e["index"],
+                    "plan_size": len(plan),
+                    "plan_seed": plan_seed,
+                    "executed_as": "pack-runner",
+                },
+                "definition_hash": e["dhash"],
+                "provenance": provenance,
+            }
             store.write_record(folder, rec)
             shown = ", ".join(f"{k}={v:.6g}" for k, v in values.items())
             print(f"{tag}: {shown} ({rec['duration_s']:.2f} s)", file=log, flush=True)

@@ -4,24 +4,29 @@
 `yields` times, release. One loop is one event. Throughput (events/s) is the
 primary metric; the mean event latency is kept too.
 """
+
 from __future__ import annotations
 
-from schedlab.packs.base import Metric, Pack, Param, PackOutputError, cpu_sweep, number
+from schedlab.packs.base import Metric, Pack, PackOutputError, Param, cpu_sweep, number
 
 
 class SysbenchThreads(Pack):
     name = "sysbench_threads"
     description = "sysbench threads: yield/mutex loop throughput (events/s) at several thread counts"
-    measures = ("Scheduler and lock hand-off cost: threads repeatedly lock a mutex and call "
-                "sched_yield(). With more threads than vCPUs the result depends on how fast the "
-                "guest kernel, and under Xen the hypervisor's scheduler, switch between runnable "
-                "threads; lock-holder preemption shows up as lower events/s and higher latency.")
+    measures = (
+        "Scheduler and lock hand-off cost: threads repeatedly lock a mutex and call "
+        "sched_yield(). With more threads than vCPUs the result depends on how fast the "
+        "guest kernel, and under Xen the hypervisor's scheduler, switch between runnable "
+        "threads; lock-holder preemption shows up as lower events/s and higher latency."
+    )
     debs = ("sysbench",)
     tools = ("sysbench",)
     version_argv = ("sysbench", "--version")
     sweep = "threads"
     params = (
-        Param("threads", "ints", lambda f: cpu_sweep(f, (0, 1, 2, 4)), "thread counts (default 1, N, 2N, 4N)", minimum=1),
+        Param(
+            "threads", "ints", lambda f: cpu_sweep(f, (0, 1, 2, 4)), "thread counts (default 1, N, 2N, 4N)", minimum=1
+        ),
         Param("time", "int", 10, "seconds per repetition", minimum=1),
         Param("yields", "int", 1000, "--thread-yields: yields per event", minimum=1),
         Param("locks", "int", 8, "--thread-locks: mutexes shared by the threads", minimum=1),
@@ -33,9 +38,16 @@ class SysbenchThreads(Pack):
     )
 
     def run_once(self, ctx, point, seed, run_id):
-        argv = ["sysbench", "threads", f"--threads={point['threads']}", f"--time={point['time']}",
-                f"--thread-yields={point['yields']}", f"--thread-locks={point['locks']}",
-                f"--rand-seed={seed % 2**31 or 1}", "run"]
+        argv = [
+            "sysbench",
+            "threads",
+            f"--threads={point['threads']}",
+            f"--time={point['time']}",
+            f"--thread-yields={point['yields']}",
+            f"--thread-locks={point['locks']}",
+            f"--rand-seed={seed % 2**31 or 1}",
+            "run",
+        ]
         return ctx.run(argv, timeout=point["time"] * 3 + 60).stdout
 
     def parse(self, output, run_id="-"):

@@ -3,21 +3,36 @@ paper's numbers equal `schedlab ministat`'s), plus what ministat does not do:
 p-values, Welch, equivalence (TOST), Holm, power, bootstrap, comparison tables.
 Outside ministat's own numbers, variances are two-pass (ministat's running sums
 cancel for large values).  See docs/statistics.md."""
+
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from schedlab.stats import ministat as _m
 
 __all__ = [
-    "Summary", "Comparison", "Equivalence", "BootstrapResult", "RunsCheck", "RunsNeeded",
-    "read_ministat_file", "summarize", "compare", "tost", "holm", "runs_needed",
-    "enough_runs", "bootstrap_ci", "bootstrap_ratio_ci", "compare_table", "t_table_value",
+    "Summary",
+    "Comparison",
+    "Equivalence",
+    "BootstrapResult",
+    "RunsCheck",
+    "RunsNeeded",
+    "read_ministat_file",
+    "summarize",
+    "compare",
+    "tost",
+    "holm",
+    "runs_needed",
+    "enough_runs",
+    "bootstrap_ci",
+    "bootstrap_ratio_ci",
+    "compare_table",
+    "t_table_value",
     "BCA_MIN_RUNS",
 ]
 
@@ -115,15 +130,15 @@ class Comparison:
     mean_var: float
     sd_base: float
     sd_var: float
-    diff: float          # mean_var - mean_base
-    diff_err: float      # half-width of the confidence interval of diff (ministat's "+/-")
-    pct: float           # diff in % of mean_base
-    pct_err: float       # diff_err in % of mean_base (ministat's convention)
-    significant: bool    # |diff| > diff_err: ministat's verdict
-    p: float             # two-sided p-value of the same t-test (scipy)
+    diff: float  # mean_var - mean_base
+    diff_err: float  # half-width of the confidence interval of diff (ministat's "+/-")
+    pct: float  # diff in % of mean_base
+    pct_err: float  # diff_err in % of mean_base (ministat's convention)
+    significant: bool  # |diff| > diff_err: ministat's verdict
+    p: float  # two-sided p-value of the same t-test (scipy)
     t_crit: float
     dof: float
-    test: str            # "student" or "welch"
+    test: str  # "student" or "welch"
     confidence: float
     spool: float | None  # pooled stddev (Student only)
 
@@ -133,11 +148,13 @@ class Comparison:
 
 def _t_ppf(q: float, dof: float) -> float:
     from scipy import stats as st
+
     return float(st.t.ppf(q, dof))
 
 
 def _t_two_sided_p(tstat: float, dof: float) -> float:
     from scipy import special
+
     if math.isnan(tstat):
         return 1.0
     return float(2 * special.stdtr(dof, -abs(tstat)))
@@ -146,6 +163,7 @@ def _t_two_sided_p(tstat: float, dof: float) -> float:
 def _t_crit(alpha: float, dof: float) -> float:
     """Two-sided critical value: stdtrit on the small tail keeps tiny alphas exact."""
     from scipy import special
+
     return float(-special.stdtrit(dof, alpha / 2))
 
 
@@ -193,25 +211,59 @@ def compare(baseline, variant, confidence: float = 95.0, welch: bool = False) ->
         sp2 = ((n1 - 1) * m.vb + (n2 - 1) * m.vv) / (n1 + n2 - 2)
         s_p = math.sqrt(sp2 * (1.0 / n1 + 1.0 / n2))
         p = _t_two_sided_p(m.d / s_p, dof) if s_p > 0 else (0.0 if m.d != 0 else 1.0)
-        return Comparison(n1, n2, mb, ds.avg(), rs.stddev(), ds.stddev(), d, e, pct, pct_err,
-                          bool(abs(d) > e), p, t, dof, "student", confidence, spool)
+        return Comparison(
+            n1,
+            n2,
+            mb,
+            ds.avg(),
+            rs.stddev(),
+            ds.stddev(),
+            d,
+            e,
+            pct,
+            pct_err,
+            bool(abs(d) > e),
+            p,
+            t,
+            dof,
+            "student",
+            confidence,
+            spool,
+        )
     a, bb = m.vb / n1, m.vv / n2
     s = math.sqrt(a + bb)
     dof = _welch_dof(a, bb, n1, n2)
     t = _t_ppf(0.5 + confidence / 200, dof)
     d, e = m.d, t * s
     p = _t_two_sided_p(d / s, dof) if s > 0 else (0.0 if d != 0 else 1.0)
-    return Comparison(n1, n2, m.mb, m.mv, math.sqrt(m.vb), math.sqrt(m.vv), d, e, d * 100 / m.mb,
-                      e * 100 / m.mb, bool(abs(d) > e), p, t, dof, "welch", confidence, None)
+    return Comparison(
+        n1,
+        n2,
+        m.mb,
+        m.mv,
+        math.sqrt(m.vb),
+        math.sqrt(m.vv),
+        d,
+        e,
+        d * 100 / m.mb,
+        e * 100 / m.mb,
+        bool(abs(d) > e),
+        p,
+        t,
+        dof,
+        "welch",
+        confidence,
+        None,
+    )
 
 
 # -------------------------------------------------------------- equivalence
 @dataclass(frozen=True)
 class Equivalence:
     equivalent: bool
-    p: float             # max of the two one-sided p-values
-    pct: float           # observed difference in % of the baseline mean
-    ci_low_pct: float    # (1 - 2 alpha) confidence interval of pct
+    p: float  # max of the two one-sided p-values
+    pct: float  # observed difference in % of the baseline mean
+    ci_low_pct: float  # (1 - 2 alpha) confidence interval of pct
     ci_high_pct: float
     margin_pct: float
     alpha: float
@@ -227,6 +279,7 @@ def tost(baseline, variant, margin_pct: float = 2.0, alpha: float = 0.05) -> Equ
     Equivalent iff p < alpha, i.e. iff the (1-2 alpha) CI lies inside +-margin.
     "No difference proven" (compare) is not "the same": only this says that."""
     from scipy import special
+
     if not margin_pct > 0 or not 0 < alpha < 0.5:
         raise ValueError("need margin_pct > 0 and 0 < alpha < 0.5")
     b, v = _floats(baseline, "baseline"), _floats(variant, "variant")
@@ -239,8 +292,8 @@ def tost(baseline, variant, margin_pct: float = 2.0, alpha: float = 0.05) -> Equ
     d = m.d
     delta = abs(m.mb) * margin_pct / 100
     if s > 0:
-        p_low = float(special.stdtr(dof, -(d + delta) / s))     # H0: d <= -delta
-        p_high = float(special.stdtr(dof, (d - delta) / s))     # H0: d >= +delta
+        p_low = float(special.stdtr(dof, -(d + delta) / s))  # H0: d <= -delta
+        p_high = float(special.stdtr(dof, (d - delta) / s))  # H0: d >= +delta
         half = float(-special.stdtrit(dof, alpha)) * s
     else:
         p_low = 0.0 if d > -delta else 1.0
@@ -248,8 +301,9 @@ def tost(baseline, variant, margin_pct: float = 2.0, alpha: float = 0.05) -> Equ
         half = 0.0
     p = max(p_low, p_high)
     scale = 100 / abs(m.mb)
-    return Equivalence(bool(p < alpha), p, d * scale, (d - half) * scale, (d + half) * scale,
-                       float(margin_pct), float(alpha), dof)
+    return Equivalence(
+        bool(p < alpha), p, d * scale, (d - half) * scale, (d + half) * scale, float(margin_pct), float(alpha), dof
+    )
 
 
 # ------------------------------------------------------------------- Holm
@@ -290,6 +344,7 @@ def _power(n: int, effect: float, alpha: float) -> float:
     """Power of the two-sided two-sample Student t-test, n runs per arm, effect =
     difference / stddev; exact via the noncentral t distribution."""
     from scipy import stats as st
+
     dof = 2 * n - 2
     nc = effect * math.sqrt(n / 2)
     tc = _t_crit(alpha, dof)
@@ -297,18 +352,20 @@ def _power(n: int, effect: float, alpha: float) -> float:
         pw = float(st.nct.sf(tc, dof, nc) + st.nct.cdf(-tc, dof, nc))
     if math.isfinite(pw) and -1e-12 <= pw <= 1 + 1e-12:
         return min(1.0, max(0.0, pw))
-    return _power_quad(dof, nc, tc)      # scipy's nct gives NaN for some large dof
+    return _power_quad(dof, nc, tc)  # scipy's nct gives NaN for some large dof
 
 
 def _power_quad(dof: int, nc: float, tc: float) -> float:
     """The same power by integrating P(|Z + nc| > tc W) over W = sqrt(chi2_dof / dof)."""
     from scipy import integrate
     from scipy import stats as st
+
     r = math.sqrt(dof)
     lo, hi = st.chi.ppf(1e-15, dof) / r, st.chi.isf(1e-15, dof) / r
 
     def f(w):
         return (st.norm.sf(tc * w - nc) + st.norm.cdf(-tc * w - nc)) * st.chi.pdf(w * r, dof) * r
+
     pw = integrate.quad(f, lo, hi, points=[1.0] if lo < 1 < hi else None, limit=200, epsabs=1e-13)[0]
     if not math.isfinite(pw):
         raise ValueError(f"power undefined for dof={dof}, noncentrality={nc}")
@@ -332,6 +389,7 @@ def _cv_pct(spread, what="samples") -> float:
 class RunsNeeded(int):
     """Runs per arm (an int) that also says whether `max_runs` capped it:
     `capped` True means more than max_runs would be needed."""
+
     capped: bool
 
     def __new__(cls, n: int, capped: bool = False):
@@ -343,8 +401,9 @@ class RunsNeeded(int):
         return f"{int(self)} (capped at max_runs: more are needed)" if self.capped else repr(int(self))
 
 
-def runs_needed(spread, detect_pct: float, confidence: float = 95.0, power: float = 0.8,
-                max_runs: int = 100000) -> RunsNeeded:
+def runs_needed(
+    spread, detect_pct: float, confidence: float = 95.0, power: float = 0.8, max_runs: int = 100000
+) -> RunsNeeded:
     """Runs per variant for a two-sided two-sample t-test at `confidence` to detect a
     `detect_pct` % difference with probability `power`.  `spread` is the stddev
     in % of the mean (coefficient of variation) or a sample to estimate it from.
@@ -352,6 +411,7 @@ def runs_needed(spread, detect_pct: float, confidence: float = 95.0, power: floa
     noncentral-t power (scipy.stats.nct; numerical integration where it gives NaN).
     Never more than `max_runs`: then the result is max_runs with `.capped` True."""
     from scipy import stats as st
+
     confidence = _confidence(confidence)
     cv = _cv_pct(spread)
     if not (isinstance(detect_pct, (int, float, np.floating, np.integer)) and 0 < detect_pct < math.inf):
@@ -380,9 +440,9 @@ def runs_needed(spread, detect_pct: float, confidence: float = 95.0, power: floa
 @dataclass(frozen=True)
 class RunsCheck:
     enough: bool
-    have: int            # runs of the smaller arm
+    have: int  # runs of the smaller arm
     need: int
-    cv_pct: float        # pooled stddev in % of the baseline mean
+    cv_pct: float  # pooled stddev in % of the baseline mean
     detect_pct: float
     capped: bool = False  # need is max_runs and more would be needed
 
@@ -390,8 +450,9 @@ class RunsCheck:
         return asdict(self)
 
 
-def enough_runs(baseline, variant, detect_pct: float, confidence: float = 95.0,
-                power: float = 0.8, max_runs: int = 100000) -> RunsCheck:
+def enough_runs(
+    baseline, variant, detect_pct: float, confidence: float = 95.0, power: float = 0.8, max_runs: int = 100000
+) -> RunsCheck:
     """Did a study run enough? Uses the pooled observed spread (two-pass) of both arms."""
     confidence = _confidence(confidence)
     b, v = _floats(baseline, "baseline"), _floats(variant, "variant")
@@ -418,8 +479,8 @@ class BootstrapResult:
     low: float
     high: float
     confidence: float
-    n_boot: int          # resamples drawn (0: a parametric interval)
-    method: str = "percentile"   # percentile, BCa, log-t or fieller
+    n_boot: int  # resamples drawn (0: a parametric interval)
+    method: str = "percentile"  # percentile, BCa, log-t or fieller
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -431,17 +492,31 @@ def _rng(seed):
     return np.random.default_rng(seed)
 
 
-def bootstrap_ci(values, stat: Callable = np.median, confidence: float = 95.0, n_boot: int = 10000,
-                 seed: int | None = 0, method: str = "percentile") -> BootstrapResult:
+def bootstrap_ci(
+    values,
+    stat: Callable = np.median,
+    confidence: float = 95.0,
+    n_boot: int = 10000,
+    seed: int | None = 0,
+    method: str = "percentile",
+) -> BootstrapResult:
     """Bootstrap CI of stat(values); deterministic for a given seed.  method:
     "percentile" (default) or "BCa" (scipy.stats.bootstrap; `stat` must take axis=)."""
     confidence = _confidence(confidence)
     x = np.asarray(_floats(values, "values"))
     if method == "BCa":
         from scipy import stats as st
+
         _rng(seed)
-        r = st.bootstrap((x,), lambda s, axis=-1: stat(s, axis=axis), method="BCa", n_resamples=n_boot,
-                         confidence_level=confidence / 100, rng=seed, vectorized=True)
+        r = st.bootstrap(
+            (x,),
+            lambda s, axis=-1: stat(s, axis=axis),
+            method="BCa",
+            n_resamples=n_boot,
+            confidence_level=confidence / 100,
+            rng=seed,
+            vectorized=True,
+        )
         ci = r.confidence_interval
         return BootstrapResult(float(stat(x)), float(ci.low), float(ci.high), confidence, int(n_boot), "BCa")
     if method != "percentile":
@@ -450,7 +525,7 @@ def bootstrap_ci(values, stat: Callable = np.median, confidence: float = 95.0, n
     samples = x[idx]
     try:
         boot = np.asarray(stat(samples, axis=1), dtype=float)
-    except TypeError:                      # a stat without axis=
+    except TypeError:  # a stat without axis=
         boot = np.array([stat(row) for row in samples], dtype=float)
     q = (100 - confidence) / 2
     lo, hi = np.percentile(boot, [q, 100 - q])
@@ -484,9 +559,14 @@ def _fieller(m: _Moments, nb: int, nv: int, confidence: float) -> tuple[float, f
     return (m.mv * m.mb - half) / qa, (m.mv * m.mb + half) / qa
 
 
-def bootstrap_ratio_ci(baseline_groups: Sequence[Sequence[float]], variant_groups: Sequence[Sequence[float]],
-                       confidence: float = 95.0, n_boot: int = 10000, seed: int | None = 0,
-                       method: str = "auto") -> BootstrapResult:
+def bootstrap_ratio_ci(
+    baseline_groups: Sequence[Sequence[float]],
+    variant_groups: Sequence[Sequence[float]],
+    confidence: float = 95.0,
+    n_boot: int = 10000,
+    seed: int | None = 0,
+    method: str = "auto",
+) -> BootstrapResult:
     """CI of the ratio mean(variant run totals) / mean(baseline run totals), where a
     run's total is the sum of its group (e.g. throughput summed over VMs).
 
@@ -509,14 +589,21 @@ def bootstrap_ratio_ci(baseline_groups: Sequence[Sequence[float]], variant_group
         method = "BCa" if min(len(b), len(v)) >= BCA_MIN_RUNS else ("log-t" if est > 0 else "fieller")
     if method == "BCa":
         from scipy import stats as st
+
         with np.errstate(all="ignore"):
-            r = st.bootstrap((b, v), lambda x, y, axis=-1: np.mean(y, axis=axis) / np.mean(x, axis=axis),
-                             method="BCa", n_resamples=n_boot, confidence_level=confidence / 100, rng=seed,
-                             vectorized=True)
+            r = st.bootstrap(
+                (b, v),
+                lambda x, y, axis=-1: np.mean(y, axis=axis) / np.mean(x, axis=axis),
+                method="BCa",
+                n_resamples=n_boot,
+                confidence_level=confidence / 100,
+                rng=seed,
+                vectorized=True,
+            )
         lo, hi = float(r.confidence_interval.low), float(r.confidence_interval.high)
         if math.isfinite(lo) and math.isfinite(hi):
             return BootstrapResult(est, lo, hi, confidence, int(n_boot), "BCa")
-        method = "log-t" if est > 0 else "fieller"     # degenerate resamples (e.g. constant runs)
+        method = "log-t" if est > 0 else "fieller"  # degenerate resamples (e.g. constant runs)
     if method == "log-t":
         if not est > 0:
             raise ValueError("log-t needs a positive ratio of means; use method='fieller'")
@@ -539,8 +626,9 @@ def bootstrap_ratio_ci(baseline_groups: Sequence[Sequence[float]], variant_group
 # ------------------------------------------------------------------- table
 def _variances_differ(a, b, alpha=0.05) -> bool:
     from scipy import stats as st
+
     with np.errstate(all="ignore"):
-        p = st.levene(a, b, center="median").pvalue     # Brown-Forsythe: robust to non-normality
+        p = st.levene(a, b, center="median").pvalue  # Brown-Forsythe: robust to non-normality
     return bool(p < alpha) if p == p else False
 
 
@@ -555,6 +643,7 @@ class _PermInversion:
 
     def __init__(self, x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int):
         import itertools
+
         n1, n2 = len(x), len(y)
         n = n1 + n2
         if math.comb(n, n1) <= n_resamples:
@@ -564,7 +653,7 @@ class _PermInversion:
             perms = np.random.default_rng(seed).permuted(np.tile(np.arange(n), (n_resamples, 1)), axis=1)
             first, self.adj = perms[:, :n1], 1
         w = np.full((len(first), n), 1.0 / n2)
-        w[np.arange(len(first))[:, None], first] = -1.0 / n1      # variant mean - baseline mean
+        w[np.arange(len(first))[:, None], first] = -1.0 / n1  # variant mean - baseline mean
         self.nonneg = bool(x.min() >= 0 and y.min() >= 0)
         self.scale = self.nonneg and y.mean() > 0
         z0 = np.r_[x, np.zeros(n2)] if self.scale else np.r_[x, y]
@@ -600,7 +689,7 @@ class _PermInversion:
                     ends.append(side * math.inf)
                     continue
                 inner = self.est
-            for _ in range(200):                 # bisection: inner accepted, outer rejected
+            for _ in range(200):  # bisection: inner accepted, outer rejected
                 mid = (inner + outer) / 2
                 if mid in (inner, outer) or abs(outer - inner) <= 1e-13 * max(1.0, abs(inner)):
                     break
@@ -625,10 +714,21 @@ def _py(x):
     return x.item() if isinstance(x, np.generic) else x
 
 
-def compare_table(df, metric: str, baseline, by=(), variant_col: str = "variant",
-                  value_col: str = "value", confidence: float = 95.0, welch=None,
-                  margin_pct: float | None = None, holm: bool = True, test: str = "welch",
-                  n_resamples: int = 9999, seed: int = 0):
+def compare_table(
+    df,
+    metric: str,
+    baseline,
+    by=(),
+    variant_col: str = "variant",
+    value_col: str = "value",
+    confidence: float = 95.0,
+    welch=None,
+    margin_pct: float | None = None,
+    holm: bool = True,
+    test: str = "welch",
+    n_resamples: int = 9999,
+    seed: int = 0,
+):
     """Every non-baseline variant against its baseline at every point (a point = one
     combination of the `by` columns) of a long table with one row per run.
 
@@ -666,6 +766,7 @@ def compare_table(df, metric: str, baseline, by=(), variant_col: str = "variant"
     from collections.abc import Mapping
 
     import pandas as pd
+
     confidence = _confidence(confidence)
     by = [by] if isinstance(by, str) else list(by)
     missing = [c for c in [variant_col, *by] if c not in df.columns]
@@ -716,8 +817,9 @@ def compare_table(df, metric: str, baseline, by=(), variant_col: str = "variant"
                 raise ValueError(f"compare_table: no {base!r} runs at {point}")
             where = f"{v!r} vs {base!r} at {point}"
             if len(xv) < 2 or len(xb) < 2:
-                raise ValueError(f"compare_table: {where}: need at least 2 runs per variant "
-                                 f"(have {len(xb)} and {len(xv)})")
+                raise ValueError(
+                    f"compare_table: {where}: need at least 2 runs per variant (have {len(xb)} and {len(xv)})"
+                )
             if not (np.isfinite(xb).all() and np.isfinite(xv).all()):
                 raise ValueError(f"compare_table: {where}: contains NaN or infinite values")
             try:
@@ -725,16 +827,60 @@ def compare_table(df, metric: str, baseline, by=(), variant_col: str = "variant"
                 eq = tost(xb, xv, margin_pct, alpha) if margin_pct else None
             except ValueError as e:
                 raise ValueError(f"compare_table: {where}: {e}") from None
-            rows.append({**point, "variant": v, **row, "equivalent": None if eq is None else eq.equivalent,
-                         "eq_margin_pct": margin_pct, "eq_p": None if eq is None else eq.p, "baseline": base})
+            rows.append(
+                {
+                    **point,
+                    "variant": v,
+                    **row,
+                    "equivalent": None if eq is None else eq.equivalent,
+                    "eq_margin_pct": margin_pct,
+                    "eq_p": None if eq is None else eq.p,
+                    "baseline": base,
+                }
+            )
             extra.append(ex)
 
-    cols = [*by, "variant", "n_base", "n_var", "mean_base", "mean_var", "sd_base", "sd_var", "median_var",
-            "diff", "diff_err", "pct", "pct_err", "p", "p_holm", "significant", "test", "equivalent",
-            "eq_margin_pct", "eq_p", "significant_unadjusted", "dof", "pct_low", "pct_high", "ci_level",
-            "ci_matches_star", "interval", "eq_p_holm", "baseline"]
-    later = ("p_holm", "significant", "significant_unadjusted", "pct_low", "pct_high", "ci_level",
-             "ci_matches_star", "eq_p_holm")
+    cols = [
+        *by,
+        "variant",
+        "n_base",
+        "n_var",
+        "mean_base",
+        "mean_var",
+        "sd_base",
+        "sd_var",
+        "median_var",
+        "diff",
+        "diff_err",
+        "pct",
+        "pct_err",
+        "p",
+        "p_holm",
+        "significant",
+        "test",
+        "equivalent",
+        "eq_margin_pct",
+        "eq_p",
+        "significant_unadjusted",
+        "dof",
+        "pct_low",
+        "pct_high",
+        "ci_level",
+        "ci_matches_star",
+        "interval",
+        "eq_p_holm",
+        "baseline",
+    ]
+    later = (
+        "p_holm",
+        "significant",
+        "significant_unadjusted",
+        "pct_low",
+        "pct_high",
+        "ci_level",
+        "ci_matches_star",
+        "eq_p_holm",
+    )
     out = pd.DataFrame(rows, columns=[c for c in cols if c not in later])
     p = out["p"].to_numpy(float)
     p_holm = holm_fn(p) if holm else p.copy()
@@ -783,39 +929,71 @@ def _mean_var(x) -> tuple[float, float]:
     return m.mb, m.vb
 
 
-def _table_row(xb: np.ndarray, xv: np.ndarray, test: str, confidence: float, n_resamples: int,
-               seed: int) -> tuple[dict, dict]:
+def _table_row(
+    xb: np.ndarray, xv: np.ndarray, test: str, confidence: float, n_resamples: int, seed: int
+) -> tuple[dict, dict]:
     """One comparison's numbers (before the family's adjustment) and what its
     interval needs later."""
     nb, nv = len(xb), len(xv)
-    median = float(np.sort(xv)[nv // 2])       # Debian ministat's median
+    median = float(np.sort(xv)[nv // 2])  # Debian ministat's median
     if test == "auto":
         test = "welch" if _variances_differ(xb, xv) else "student"
     if test == "student":
         c = compare(xb, xv, confidence)
-        row = {"n_base": nb, "n_var": nv, "mean_base": c.mean_base, "mean_var": c.mean_var,
-               "sd_base": c.sd_base, "sd_var": c.sd_var, "median_var": median, "diff": c.diff,
-               "diff_err": c.diff_err, "pct": c.pct, "pct_err": c.pct_err, "p": c.p, "test": "student",
-               "dof": c.dof, "interval": "ministat"}
+        row = {
+            "n_base": nb,
+            "n_var": nv,
+            "mean_base": c.mean_base,
+            "mean_var": c.mean_var,
+            "sd_base": c.sd_base,
+            "sd_var": c.sd_var,
+            "median_var": median,
+            "diff": c.diff,
+            "diff_err": c.diff_err,
+            "pct": c.pct,
+            "pct_err": c.pct_err,
+            "p": c.p,
+            "test": "student",
+            "dof": c.dof,
+            "interval": "ministat",
+        }
         return row, {"kind": "ministat", "pct": c.pct, "err": abs(c.pct_err), "verdict": c.significant}
     m = _Moments(xb, xv)
     if m.mb == 0:
         raise ValueError("baseline mean is 0: the relative difference (pct) is undefined")
-    row = {"n_base": nb, "n_var": nv, "mean_base": m.mb, "mean_var": m.mv, "sd_base": math.sqrt(m.vb),
-           "sd_var": math.sqrt(m.vv), "median_var": median, "diff": m.d, "diff_err": math.nan,
-           "pct": m.d * 100 / m.mb, "pct_err": math.nan}
+    row = {
+        "n_base": nb,
+        "n_var": nv,
+        "mean_base": m.mb,
+        "mean_var": m.mv,
+        "sd_base": math.sqrt(m.vb),
+        "sd_var": math.sqrt(m.vv),
+        "median_var": median,
+        "diff": m.d,
+        "diff_err": math.nan,
+        "pct": m.d * 100 / m.mb,
+        "pct_err": math.nan,
+    }
     if test == "permutation":
         from scipy import stats as st
+
         perm = _PermInversion(xb, xv, n_resamples, seed)
-        p = float(st.permutation_test((xb, xv), lambda x, y, axis=-1: np.mean(y, axis=axis) - np.mean(x, axis=axis),
-                                      vectorized=True, n_resamples=n_resamples, rng=seed).pvalue)
+        p = float(
+            st.permutation_test(
+                (xb, xv),
+                lambda x, y, axis=-1: np.mean(y, axis=axis) - np.mean(x, axis=axis),
+                vectorized=True,
+                n_resamples=n_resamples,
+                rng=seed,
+            ).pvalue
+        )
         row.update(p=p, test="permutation", dof=math.nan, interval="permutation")
         return row, {"kind": "permutation", "perm": perm}
     nonneg = bool(xb.min() >= 0 and xv.min() >= 0)
     if m.mv / m.mb > 0:
         stat, se, dof = _log_ratio_t(m, nb, nv)
         kind = "log-ratio"
-    else:                                       # opposite signs or a zero variant mean
+    else:  # opposite signs or a zero variant mean
         a, b = m.vb / nb, m.vv / nv
         stat, se, dof = m.d, math.sqrt(a + b), _welch_dof(a, b, nb, nv)
         kind = "difference"
@@ -826,7 +1004,7 @@ def _table_row(xb: np.ndarray, xv: np.ndarray, test: str, confidence: float, n_r
 
 def _row_interval(ex: dict, level: float, significant: bool, confidence: float) -> tuple[float, float, float]:
     """(pct_low, pct_high, confidence in %) of one row at the two-sided `level`."""
-    if ex["kind"] == "ministat":                # unadjusted, as ministat prints it
+    if ex["kind"] == "ministat":  # unadjusted, as ministat prints it
         return ex["pct"] - ex["err"], ex["pct"] + ex["err"], confidence
     ci_level = 100 * (1 - level)
     if ex["kind"] == "permutation":
@@ -834,14 +1012,14 @@ def _row_interval(ex: dict, level: float, significant: bool, confidence: float) 
         return lo, hi, ci_level
     stat, se = ex["stat"], ex["se"]
     h = _t_crit(level, ex["dof"]) * se if se > 0 else 0.0
-    if se > 0 and (abs(stat) > h) != significant:   # rounding at the boundary: follow the verdict
+    if se > 0 and (abs(stat) > h) != significant:  # rounding at the boundary: follow the verdict
         h = abs(stat) / se * (1 - 1e-12 if significant else 1 + 1e-12) * se
     lo, hi = stat - h, stat + h
     if ex["kind"] == "log-ratio":
         return 100 * math.expm1(lo), 100 * math.expm1(hi), ci_level
     a, b = 100 * lo / ex["mb"], 100 * hi / ex["mb"]
     lo, hi = min(a, b), max(a, b)
-    if ex["nonneg"]:                            # a ratio of non-negative means is >= 0
+    if ex["nonneg"]:  # a ratio of non-negative means is >= 0
         lo = max(lo, -100.0)
     return lo, hi, ci_level
 

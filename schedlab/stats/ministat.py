@@ -8,6 +8,7 @@ follows the C code's operation order so that the doubles (and hence the
 printed digits) are identical, including C's IEEE results where Python would
 raise (x/0, sqrt(-x)) and glibc's "-nan" spelling.
 """
+
 from __future__ import annotations
 
 import math
@@ -125,7 +126,7 @@ STUDENT = (
 )
 MAX_DS = 8
 SYMBOL = b" x+*%#@O"
-BUFSIZ = 8192           # glibc's; fgets(buf, BUFSIZ) splits longer lines
+BUFSIZ = 8192  # glibc's; fgets(buf, BUFSIZ) splits longer lines
 FAST_MIN_BYTES = 1 << 16  # below this numpy's import costs more than it saves
 FLAVORS = ("debian", "freebsd")
 
@@ -150,7 +151,8 @@ _NUM_RE = re.compile(
     rb"(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?)"
     rb"|((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
     rb"|([iI][nN][fF](?:[iI][nN][iI][tT][yY])?)"
-    rb"|([nN][aA][nN](?:\([0-9A-Za-z_]*\))?))")
+    rb"|([nN][aA][nN](?:\([0-9A-Za-z_]*\))?))"
+)
 _INT_RE = re.compile(rb"[ \t\n\v\f\r]*([+-]?[0-9]+)")
 
 
@@ -167,7 +169,7 @@ def strtod_full(tok: bytes) -> float | None:
     if hx is not None:
         try:
             v = float.fromhex(hx.decode())
-        except OverflowError:       # glibc: HUGE_VAL with ERANGE, still fully parsed
+        except OverflowError:  # glibc: HUGE_VAL with ERANGE, still fully parsed
             v = math.inf
     else:
         v = math.inf if inf is not None else math.nan
@@ -177,10 +179,10 @@ def strtod_full(tok: bytes) -> float | None:
 def _strtol_int(s: bytes) -> tuple[int, bool]:
     """(int)strtol(s, &p, 10) and whether *p == '\\0'."""
     m = _INT_RE.match(s)
-    if m is None:                  # no conversion: p == s
+    if m is None:  # no conversion: p == s
         return 0, s == b""
-    v = max(-(1 << 63), min((1 << 63) - 1, int(m.group(1))))   # long saturates
-    v = ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)              # then truncates to int
+    v = max(-(1 << 63), min((1 << 63) - 1, int(m.group(1))))  # long saturates
+    v = ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)  # then truncates to int
     return v, m.end() == len(s)
 
 
@@ -191,13 +193,13 @@ def _cdiv(a: float, b: float) -> float:
     if a != a:
         return a
     if a == 0:
-        return -math.nan       # x86's default NaN has the sign bit set
+        return -math.nan  # x86's default NaN has the sign bit set
     return math.inf if (math.copysign(1, a) * math.copysign(1, b)) > 0 else -math.inf
 
 
 def _csqrt(x: float) -> float:
     if x < 0:
-        return -math.nan       # sqrtsd of a negative: default NaN, printed "-nan"
+        return -math.nan  # sqrtsd of a negative: default NaN, printed "-nan"
     return math.sqrt(x) if x == x else x
 
 
@@ -243,9 +245,9 @@ def parse_values(data: bytes, column: int = 1, delim: bytes = b" \t") -> list[fl
         tok = None
         i = 0
         for t in piece.translate(table).split(d0):
-            if not t:          # strtok collapses runs of delimiters
+            if not t:  # strtok collapses runs of delimiters
                 continue
-            if t[0] == 0x23:   # '#'
+            if t[0] == 0x23:  # '#'
                 break
             i += 1
             if i == column:
@@ -268,27 +270,27 @@ def _fixed_values(data: bytes, np):
     b = np.frombuffer(data if data.endswith(b"\n") else data + b"\n", np.uint8)
     nl = np.flatnonzero(b == 10)
     lens = np.diff(nl, prepend=-1) - 1
-    if not (lens > 0).all():          # empty lines are skipped by ministat too
+    if not (lens > 0).all():  # empty lines are skipped by ministat too
         nl, lens = nl[lens > 0], lens[lens > 0]
     n = len(nl)
     w = int(lens.max()) if n else 0
     if w == 0 or w > 17:
         return None
     pad = np.concatenate((np.full(w, 10, np.uint8), b))
-    cls = np.empty((w, n), np.uint8)   # column-major: row k = char k of each right-aligned line
+    cls = np.empty((w, n), np.uint8)  # column-major: row k = char k of each right-aligned line
     lut = np.frombuffer(_LUT_CLASS, np.uint8)
     for k in range(w):
         cls[k] = lut[pad[nl + k]]
     first = w - lens
-    for k in range(w - 1):             # blank the bytes before each line's start
+    for k in range(w - 1):  # blank the bytes before each line's start
         cls[k][first > k] = 4
-    if not cls.all():                   # class 0: a byte outside [0-9.-]
+    if not cls.all():  # class 0: a byte outside [0-9.-]
         return None
     isd = cls >= 10
     ndig = isd.sum(0, dtype=np.int32)
     if ndig.min() == 0 or ndig.max() > 15 or (cls == 2).sum(0, dtype=np.int32).max() > 1:
         return None
-    neg = (cls == 3).any(0)            # '-' allowed once, as a line's first byte
+    neg = (cls == 3).any(0)  # '-' allowed once, as a line's first byte
     if (cls == 3).sum() != neg.sum() or not (cls[first[neg], np.flatnonzero(neg)] == 3).all():
         return None
     seen = np.zeros(n, bool)
@@ -306,8 +308,7 @@ def _fixed_values(data: bytes, np):
 
 
 # byte -> class for _fixed_values: 0 invalid, 2 '.', 3 '-', 10+d digit d (4 = blank)
-_LUT_CLASS = bytes(10 + c - 48 if 48 <= c <= 57 else 2 if c == 46 else 3 if c == 45 else 0
-                   for c in range(256))
+_LUT_CLASS = bytes(10 + c - 48 if 48 <= c <= 57 else 2 if c == 46 else 3 if c == 45 else 0 for c in range(256))
 
 
 def _fast_values(data: bytes, np):
@@ -334,6 +335,7 @@ def _fast_values(data: bytes, np):
 def msort(vals: list[float]) -> list[float]:
     """glibc 2.36 qsort (a top-down merge sort) with ministat's dbl_cmp; used only
     when NaNs make the comparison inconsistent and the result algorithm-specific."""
+
     def cmp(a, b):
         return -1 if a < b else (1 if a > b else 0)
 
@@ -346,10 +348,13 @@ def msort(vals: list[float]) -> list[float]:
         out, i, j = [], 0, 0
         while i < len(b1) and j < len(b2):
             if cmp(b1[i], b2[j]) <= 0:
-                out.append(b1[i]); i += 1
+                out.append(b1[i])
+                i += 1
             else:
-                out.append(b2[j]); j += 1
+                out.append(b2[j])
+                j += 1
         return out + b1[i:] + b2[j:]
+
     return rec(list(vals))
 
 
@@ -370,7 +375,7 @@ class Dataset:
         else:
             sy = syy = 0.0
             if any(v != v for v in values):
-                for a in values:        # x86 keeps the NaN of the first operand; Python may not
+                for a in values:  # x86 keeps the NaN of the first operand; Python may not
                     sy = sy if sy != sy else sy + a
                     syy = syy if syy != syy else syy + a * a
                 self.points = msort(values)
@@ -399,13 +404,13 @@ class Dataset:
 
     def var(self) -> float:
         if self._var is None:
-            if self.flavor == "freebsd":     # two-pass, over the sorted points
+            if self.flavor == "freebsd":  # two-pass, over the sorted points
                 a = self.avg()
                 if isinstance(self.points, list):
                     s = 0.0
                     for p in self.points:
                         s += (p - a) * (p - a)
-                else:                          # sequential sum, not numpy's pairwise
+                else:  # sequential sum, not numpy's pairwise
                     d = self.points - a
                     s = float(self._np.cumsum(d * d)[-1])
                 self._var = _cdiv(s, self.n - 1.0)
@@ -430,20 +435,29 @@ def relative(ds: Dataset, rs: Dataset, confidx: int, flavor: str = "debian") -> 
     d = ds.avg() - rs.avg()
     e = t * s
     pct = _cdiv(d * 100, rs.avg())
-    if flavor == "freebsd":    # modern FreeBSD: error of the ratio, not e/mean
-        re_ = (ds.n - 1) * ds.var() + _cdiv((rs.n - 1) * rs.var() * (ds.avg() * ds.avg()),
-                                            rs.avg() * rs.avg())
+    if flavor == "freebsd":  # modern FreeBSD: error of the ratio, not e/mean
+        re_ = (ds.n - 1) * ds.var() + _cdiv((rs.n - 1) * rs.var() * (ds.avg() * ds.avg()), rs.avg() * rs.avg())
         re_ *= _cdiv(float(ds.n + rs.n), ds.n * rs.n * (ds.n + rs.n - 2.0))
         re_ = t * _csqrt(re_)
         pct_err = _cdiv(re_ * 100, rs.avg())
     else:
         pct_err = _cdiv(e * 100, rs.avg())
-    return {"t": t, "dof": dof, "spool": spool, "s": s, "diff": d, "err": e, "pct": pct,
-            "pct_err": pct_err, "significant": abs(d) > e, "confidence": STUDENTPCT[confidx]}
+    return {
+        "t": t,
+        "dof": dof,
+        "spool": spool,
+        "s": s,
+        "diff": d,
+        "err": e,
+        "pct": pct,
+        "pct_err": pct_err,
+        "significant": abs(d) > e,
+        "confidence": STUDENTPCT[confidx],
+    }
 
 
 # ----------------------------------------------------------------------- plot
-_OR = [bytes(k | v for k in range(256)) for v in range(MAX_DS)]   # translate tables: byte |= v
+_OR = [bytes(k | v for k in range(256)) for v in range(MAX_DS)]  # translate tables: byte |= v
 _SYMTAB = bytes(SYMBOL[k] if k < MAX_DS else 0x3F for k in range(256))
 
 
@@ -451,7 +465,7 @@ class _Plot:
     def __init__(self, width: int, separate: bool, num: int):
         self.width, self.separate, self.num = width, separate, num
         self.height = 0
-        self.data = bytearray()          # pl->data: rows of `width` bytes
+        self.data = bytearray()  # pl->data: rows of `width` bytes
         self.bar: list[bytearray | None] | None = None
         self.min, self.max = 999e99, -999e99
         self.span = self.dx = self.x0 = 0.0
@@ -463,7 +477,7 @@ class _Plot:
             self.max = a
         self.span = self.max - self.min
         self.dx = _cdiv(self.span, self.width - 1.0)
-        self.x0 = self.min - .5 * self.dx
+        self.x0 = self.min - 0.5 * self.dx
 
     def dim(self, ds: Dataset):
         self.adj(ds.min())
@@ -480,7 +494,7 @@ class _Plot:
             with np.errstate(all="ignore"):
                 q = (ds.points - self.x0) / self.dx
             if self.dx != 0 and np.isfinite(q).all() and np.abs(q).max() < 2147483648.0:
-                xs = q.astype(np.int64)   # truncates toward zero, like C
+                xs = q.astype(np.int64)  # truncates toward zero, like C
                 starts = np.concatenate(([0], np.flatnonzero(np.diff(xs)) + 1))
                 lens = np.diff(np.concatenate((starts, [len(xs)])))
                 return list(zip(xs[starts].tolist(), lens.tolist()))
@@ -515,15 +529,15 @@ class _Plot:
             self.bar[bar] = bytearray(w)
         runs = self._runs(ds, np)
         m = max([r for _, r in runs] + [1]) + 1
-        if m > self.height:     # realloc(width*m) keeps old bytes, memset zeroes [height, m)
-            d = self.data[:w * m]
+        if m > self.height:  # realloc(width*m) keeps old bytes, memset zeroes [height, m)
+            d = self.data[: w * m]
             d += bytes(w * m - len(d))
-            d[w * self.height:] = bytes(w * (m - self.height))
+            d[w * self.height :] = bytes(w * (m - self.height))
             self.data = d
-        self.height = m         # may shrink: rows above m are then never printed
+        self.height = m  # may shrink: rows above m are then never printed
         for x, r in runs:
             if self._check(x):
-                sl = slice(w + x, w * (r + 1) + x, w)     # rows 1..r of column x
+                sl = slice(w + x, w * (r + 1) + x, w)  # rows 1..r of column x
                 self.data[sl] = self.data[sl].translate(_OR[val])
         b = self.bar[bar]
         sd, av = ds.stddev(), ds.avg()
@@ -551,16 +565,15 @@ class _Plot:
         border = b"+" + b"-" * w + b"+\n"
         out.append(border)
         np = sys.modules.get("numpy")
-        if np is not None and h > 256 and w > 0:      # big plots (1M points): vectorised
-            grid = np.frombuffer(bytes(d[w:h * w]), np.uint8).reshape(h - 1, w)[::-1]
+        if np is not None and h > 256 and w > 0:  # big plots (1M points): vectorised
+            grid = np.frombuffer(bytes(d[w : h * w]), np.uint8).reshape(h - 1, w)[::-1]
             body = np.empty((h - 1, w + 3), np.uint8)
             body[:, 0] = body[:, w + 1] = 0x7C
             body[:, w + 2] = 10
-            body[:, 1:w + 1] = np.frombuffer(_SYMTAB, np.uint8)[grid]
+            body[:, 1 : w + 1] = np.frombuffer(_SYMTAB, np.uint8)[grid]
             out.append(body.tobytes())
         else:
-            out.append(b"".join(b"|" + d[r * w:(r + 1) * w].translate(_SYMTAB) + b"|\n"
-                                for r in range(h - 1, 0, -1)))
+            out.append(b"".join(b"|" + d[r * w : (r + 1) * w].translate(_SYMTAB) + b"|\n" for r in range(h - 1, 0, -1)))
         for b in self.bar or ():
             if b is not None:
                 out.append(b"|" + bytes(b).replace(b"\0", b" ") + b"|\n")
@@ -575,20 +588,27 @@ class _Undefined(Exception):
 def _usage_text(whine: str, flavor: str) -> bytes:
     conf = ", ".join("%g%%" % p for p in STUDENTPCT)
     if flavor == "freebsd":
-        opts, extra = "[-AnPqs]", ("\t-P : calculate the standard deviation from an entire population\n"
-                                   "\t-q : suppress printing summary-statistics headers and data-set names\n")
+        opts, extra = (
+            "[-AnPqs]",
+            (
+                "\t-P : calculate the standard deviation from an entire population\n"
+                "\t-q : suppress printing summary-statistics headers and data-set names\n"
+            ),
+        )
     else:
         opts, extra = "[-Ans]", ""
-    return (f"{whine}\n"
-            f"Usage: ministat [-C column] [-c confidence] [-d delimiter(s)] {opts} [-w width] [file [file ...]]\n"
-            f"\tconfidence = {{{conf}}}\n"
-            "\t-A : print statistics only. suppress the graph.\n"
-            "\t-C : column number to extract (starts and defaults to 1)\n"
-            "\t-d : delimiter(s) string, default to \" \\t\"\n"
-            "\t-n : print summary statistics only, no graph/test\n"
-            + extra +
-            "\t-s : print avg/median/stddev bars on separate lines\n"
-            "\t-w : width of graph/test output (default 74 or terminal width)\n").encode()
+    return (
+        f"{whine}\n"
+        f"Usage: ministat [-C column] [-c confidence] [-d delimiter(s)] {opts} [-w width] [file [file ...]]\n"
+        f"\tconfidence = {{{conf}}}\n"
+        "\t-A : print statistics only. suppress the graph.\n"
+        "\t-C : column number to extract (starts and defaults to 1)\n"
+        '\t-d : delimiter(s) string, default to " \\t"\n'
+        "\t-n : print summary statistics only, no graph/test\n"
+        + extra
+        + "\t-s : print avg/median/stddev bars on separate lines\n"
+        "\t-w : width of graph/test output (default 74 or terminal width)\n"
+    ).encode()
 
 
 def _getopt(args: list[bytes], optstring: bytes, prog: bytes, gnu: bool):
@@ -600,7 +620,7 @@ def _getopt(args: list[bytes], optstring: bytes, prog: bytes, gnu: bool):
     while i < len(args):
         a = args[i]
         if a == b"--":
-            operands += args[i + 1:]
+            operands += args[i + 1 :]
             break
         if not a.startswith(b"-") or a == b"-":
             if not permute:
@@ -611,21 +631,24 @@ def _getopt(args: list[bytes], optstring: bytes, prog: bytes, gnu: bool):
             continue
         k = 1
         while k < len(a):
-            c = a[k:k + 1]
+            c = a[k : k + 1]
             pos = optstring.find(c)
             if c == b":" or pos < 0:
                 msg = (b"%s: invalid option -- '%s'\n" if gnu else b"%s: illegal option -- %s\n") % (prog, c)
                 events.append((None, msg))
                 return events, operands
-            if optstring[pos + 1:pos + 2] == b":":
+            if optstring[pos + 1 : pos + 2] == b":":
                 if k + 1 < len(a):
-                    events.append((c, a[k + 1:]))
+                    events.append((c, a[k + 1 :]))
                 elif i + 1 < len(args):
                     i += 1
                     events.append((c, args[i]))
                 else:
-                    msg = (b"%s: option requires an argument -- '%s'\n" if gnu
-                           else b"%s: option requires an argument -- %s\n") % (prog, c)
+                    msg = (
+                        b"%s: option requires an argument -- '%s'\n"
+                        if gnu
+                        else b"%s: option requires an argument -- %s\n"
+                    ) % (prog, c)
                     events.append((None, msg))
                     return events, operands
                 break
@@ -638,7 +661,7 @@ def _getopt(args: list[bytes], optstring: bytes, prog: bytes, gnu: bool):
 def _read_file(name: bytes, state: dict) -> bytes | OSError:
     """Everything fgets would see; OSError when fopen fails."""
     if name == b"-":
-        if state.get("stdin_closed"):   # ministat fclose()s stdin after reading it
+        if state.get("stdin_closed"):  # ministat fclose()s stdin after reading it
             return b""
         state["stdin_closed"] = state["flavor"] == "debian"
         fd = 0
@@ -654,7 +677,7 @@ def _read_file(name: bytes, state: dict) -> bytes | OSError:
             if not c:
                 break
             chunks.append(c)
-    except OSError:             # e.g. EISDIR: fgets returns NULL, i.e. end of data
+    except OSError:  # e.g. EISDIR: fgets returns NULL, i.e. end of data
         pass
     finally:
         if fd != 0:
@@ -676,7 +699,7 @@ def run(argv: list[bytes], out: list, err, tty: bool | None = None) -> int:
             err.write(b"ministat: --flavor must be one of: debian, freebsd\n")
             return 2
     prog = os.fsencode(os.environ.get("SCHEDLAB_MINISTAT_ARGV0", "ministat"))
-    short = prog.rsplit(b"/", 1)[-1]     # err(3)'s program_invocation_short_name
+    short = prog.rsplit(b"/", 1)[-1]  # err(3)'s program_invocation_short_name
 
     def usage(whine):
         err.write(_usage_text(whine, flavor))
@@ -747,7 +770,7 @@ def run(argv: list[bytes], out: list, err, tty: bool | None = None) -> int:
             usage("Too many datasets.")
         state = {"flavor": flavor}
         names = [b"<stdin>" if o == b"-" else o for o in operands]
-        if flavor == "freebsd":         # opens every file before reading any
+        if flavor == "freebsd":  # opens every file before reading any
             raw = [_read_file(o, state) for o in operands]
             for o, r in zip(operands, raw):
                 if isinstance(r, OSError):
@@ -770,7 +793,7 @@ def run(argv: list[bytes], out: list, err, tty: bool | None = None) -> int:
                     vals = parse_values(r, column, delim)
                 except InvalidData as e:
                     err.write(b"%s: Invalid data on line %d in %s\n" % (short, e.lineno, names[k]))
-                    raise _Exit(2)
+                    raise _Exit(2) from None
             if len(vals) < 3:
                 err.write(b"Dataset %s must contain at least 3 data points\n" % names[k])
                 raise _Exit(2)
@@ -778,8 +801,10 @@ def run(argv: list[bytes], out: list, err, tty: bool | None = None) -> int:
         if termwidth < 0 and not (flag_n or suppress):
             # from $COLUMNS or a 1-column terminal (-w refuses negatives): C plots out of bounds and crashes
             src = b"COLUMNS=" + os.fsencode(cols) if cols else b"the terminal width"
-            err.write(b"ministat: %s: a negative plot width as C ministat reads it (its behaviour is undefined "
-                      b"here); use -w, -A or -n\n" % src)
+            err.write(
+                b"ministat: %s: a negative plot width as C ministat reads it (its behaviour is undefined "
+                b"here); use -w, -A or -n\n" % src
+            )
             raise _Exit(2)
         _report(sets, out, err, termwidth, flag_s, flag_n, flag_q, suppress, ci, flavor, np)
     except _Exit as e:
@@ -800,9 +825,11 @@ def _report(sets, out, err, termwidth, flag_s, flag_n, flag_q, suppress, ci, fla
                 pl.plot_set(ds, i + 1, np)
         except _Undefined:
             del out[:]
-            err.write(b"ministat: cannot plot these values (C ministat's behaviour "
-                                    b"is undefined here: non-finite values or -w 1); use -A or -n\n")
-            raise _Exit(2)
+            err.write(
+                b"ministat: cannot plot these values (C ministat's behaviour "
+                b"is undefined here: non-finite values or -w 1); use -A or -n\n"
+            )
+            raise _Exit(2) from None
         pl.dump(out)
     if not flag_q:
         out.append(b"    N           Min           Max        Median           Avg        Stddev\n")
@@ -813,10 +840,13 @@ def _report(sets, out, err, termwidth, flag_s, flag_n, flag_q, suppress, ci, fla
             r = relative(ds, sets[0], ci, flavor)
             if r["significant"]:
                 f = lambda v: fmt_g(v, "%g", flavor)  # noqa: E731
-                out.append(("Difference at %.1f%% confidence\n\t%s +/- %s\n\t%s%% +/- %s%%\n"
-                            "\t(Student's t, pooled s = %s)\n"
-                            % (r["confidence"], f(r["diff"]), f(r["err"]), f(r["pct"]), f(r["pct_err"]),
-                               f(r["spool"]))).encode())
+                out.append(
+                    (
+                        "Difference at %.1f%% confidence\n\t%s +/- %s\n\t%s%% +/- %s%%\n"
+                        "\t(Student's t, pooled s = %s)\n"
+                        % (r["confidence"], f(r["diff"]), f(r["err"]), f(r["pct"]), f(r["pct_err"]), f(r["spool"]))
+                    ).encode()
+                )
             else:
                 out.append(b"No difference proven at %.1f%% confidence\n" % r["confidence"])
 

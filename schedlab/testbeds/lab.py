@@ -22,24 +22,26 @@ this testbed's, overridden by the study's `testbeds.lab.options`. Tests may inje
 their own (`workloads={kind: f(host, build, booted, study, point, seed)}`).
 See docs/lab-testbed.md.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from schedlab.config import ROOT, ConfigError
+from schedlab.core.testbed import RunFailed, RunResult, Testbed
 
 from .. import workloads as shared_workloads
-from schedlab.core.testbed import RunFailed, RunResult, Testbed
 
 # an injected workload(host, build, booted_info, study, point, seed) -> RunResult
 LabWorkload = Callable[..., RunResult]
 
 DEFAULTS: dict[str, Any] = {
-    "scheduler": "credit",        # the studies are about credit1 (Xen >= 4.12 defaults to credit2)
-    "reboot": "if-needed",        # or "always": reboot before every run
+    "scheduler": "credit",  # the studies are about credit1 (Xen >= 4.12 defaults to credit2)
+    "reboot": "if-needed",  # or "always": reboot before every run
     **shared_workloads.DEFAULTS,  # what runs in the guests (schedlab/workloads/)
 }
 
@@ -47,24 +49,33 @@ DEFAULTS: dict[str, Any] = {
 class LabTestbed(Testbed):
     name = "lab"
 
-    def __init__(self, *, host: str | None = None, inventory: str | Path | None = None,
-                 builds_dir: str | Path | None = None, workloads: dict[str, LabWorkload] | None = None,
-                 verifier=None, log: Callable[[str], None] | None = None, **overrides):
+    def __init__(
+        self,
+        *,
+        host: str | None = None,
+        inventory: str | Path | None = None,
+        builds_dir: str | Path | None = None,
+        workloads: dict[str, LabWorkload] | None = None,
+        verifier=None,
+        log: Callable[[str], None] | None = None,
+        **overrides,
+    ):
         unknown = set(overrides) - set(DEFAULTS)
         if unknown:
             raise ValueError(f"unknown lab testbed options: {sorted(unknown)}")
         from schedlab.builds.lab import default_builds_dir
         from schedlab.lab.inventory import load_inventory
+
         self.options = {**DEFAULTS, **overrides}
         self.inventory = load_inventory(inventory)
         self.selector = host
-        self.hosts = self.inventory.resolve(host)       # fails early on an unknown host/pool
+        self.hosts = self.inventory.resolve(host)  # fails early on an unknown host/pool
         self.builds_dir = Path(builds_dir) if builds_dir else default_builds_dir()
         self.workloads = dict(workloads or {})
         self.verifier = verifier
         self.log = log or (lambda msg: None)
         self._driver = None
-        self._domains = None          # schedlab.workloads.xl.Domains of the current boot
+        self._domains = None  # schedlab.workloads.xl.Domains of the current boot
         self._domains_key = None
 
     # -- options ---------------------------------------------------------------------------
@@ -73,14 +84,17 @@ class LabTestbed(Testbed):
         (and the study's workload.weights, as on the qemu testbed)."""
         cfg = shared_workloads.study_options("lab", self.options, DEFAULTS, study)
         if cfg["reboot"] not in ("if-needed", "always"):
-            raise ConfigError(f"{study.get('_file', study.get('study'))}: field testbeds.lab.options.reboot: "
-                              f"{cfg['reboot']!r} (if-needed or always)")
+            raise ConfigError(
+                f"{study.get('_file', study.get('study'))}: field testbeds.lab.options.reboot: "
+                f"{cfg['reboot']!r} (if-needed or always)"
+            )
         return cfg
 
     # -- builds ------------------------------------------------------------------------------
     @staticmethod
     def build_name(study: dict, variant: str) -> str:
         from schedlab.builds.lab import build_name
+
         try:
             return build_name(study, variant)
         except KeyError:
@@ -90,12 +104,15 @@ class LabTestbed(Testbed):
         """The variant's Build: <builds_dir>/<build name>/build.json (schedlab.builds.lab),
         with the variant's Xen boot options and the scheduler added."""
         from schedlab.builds.lab import variant_build
+
         name = self.build_name(study, variant)
         try:
             return variant_build(self.builds_dir, study, variant, self.config(study)["scheduler"])
         except FileNotFoundError:
-            raise RunFailed(f"lab build {name} not found ({self.builds_dir / name}/build.json); build it first: "
-                            f"python -m schedlab.builds.lab make --study {study.get('study')}") from None
+            raise RunFailed(
+                f"lab build {name} not found ({self.builds_dir / name}/build.json); build it first: "
+                f"python -m schedlab.builds.lab make --study {study.get('study')}"
+            ) from None
 
     def _builds(self, study: dict) -> dict[str, Any]:
         out = {}
@@ -104,9 +121,15 @@ class LabTestbed(Testbed):
             try:
                 b = self.build(study, variant)
                 meta = json.loads((self.builds_dir / name / "build.json").read_text())
-                out[variant] = {"name": name, "build_id": b.build_id, "expect": b.expect,
-                                "xen_cmdline": b.xen_cmdline, "dom0_cmdline": b.dom0_cmdline,
-                                "sha256": b.sha256, "source": meta.get("source")}
+                out[variant] = {
+                    "name": name,
+                    "build_id": b.build_id,
+                    "expect": b.expect,
+                    "xen_cmdline": b.xen_cmdline,
+                    "dom0_cmdline": b.dom0_cmdline,
+                    "sha256": b.sha256,
+                    "source": meta.get("source"),
+                }
             except RunFailed:
                 out[variant] = {"name": name, "build_id": None, "error": "not built"}
             except (OSError, ValueError) as e:
@@ -116,6 +139,7 @@ class LabTestbed(Testbed):
     # -- the host --------------------------------------------------------------------------------
     def _reserve(self):
         from schedlab.lab.driver import pick_host
+
         if self._driver is None:
             self._driver = pick_host(self.inventory, self.selector, log=self.log)
             if self.verifier is not None:
@@ -129,12 +153,14 @@ class LabTestbed(Testbed):
         secrets) and, for a study, the options, its builds and the host reserved for it
         (reserving it: a run follows)."""
         inv = self.inventory.path
-        d = {"testbed": "lab",
-             "inventory": str(inv.relative_to(ROOT) if inv.is_relative_to(ROOT) else inv),
-             "inventory_sha256": hashlib.sha256(inv.read_bytes()).hexdigest(),
-             "selector": self.selector,
-             "hosts": [h.public() for h in self.hosts],
-             "options": dict(self.options)}
+        d = {
+            "testbed": "lab",
+            "inventory": str(inv.relative_to(ROOT) if inv.is_relative_to(ROOT) else inv),
+            "inventory_sha256": hashlib.sha256(inv.read_bytes()).hexdigest(),
+            "selector": self.selector,
+            "hosts": [h.public() for h in self.hosts],
+            "options": dict(self.options),
+        }
         if study is not None:
             d["options"] = self.config(study)
             d["builds_dir"] = _cache_rel(self.builds_dir)
@@ -144,8 +170,10 @@ class LabTestbed(Testbed):
             d["reserved_host"] = self._driver.spec.name
             d["host"] = self._driver.spec.public()
             if self._driver.booted:
-                d["booted"] = {k: self._driver.booted.get(k) for k in
-                               ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")}
+                d["booted"] = {
+                    k: self._driver.booted.get(k)
+                    for k in ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")
+                }
         return d
 
     def build_id(self, study: dict, variant: str) -> str:
@@ -160,21 +188,24 @@ class LabTestbed(Testbed):
         if kind in self.workloads:
             injected = self.workloads[kind]
             return lambda h, b, info: injected(h, b, info, study, point, seed)
-        run = shared_workloads.get(kind)           # RunFailed naming the kinds there are
+        run = shared_workloads.get(kind)  # RunFailed naming the kinds there are
         # the variant's guest settings (lock flavour, guest boot options) as qemu passes them
         opts = {**self.config(study), **(shared_workloads.variant_options(study, variant) if variant else {})}
         driver = self._driver
 
         def workload(h, b, info):
             from schedlab.workloads.xl import Domains
+
             key = (id(h), driver.boot_id)
             if self._domains is None or self._domains_key != key:
-                self._domains, self._domains_key = Domains(h), key   # a new boot has no guests of ours
+                self._domains, self._domains_key = Domains(h), key  # a new boot has no guests of ours
             return run(h, self._domains, opts, point, seed, info)
+
         return workload
 
     def run_once(self, study: dict, variant: str, point: dict, seed: int) -> RunResult:
         from schedlab.lab.driver import HostQuarantined
+
         build = self.build(study, variant)
         opts = self.config(study)
         driver = self._reserve()
@@ -185,8 +216,11 @@ class LabTestbed(Testbed):
             # out of the pool: the next attempt picks another host of it
             self.close()
             raise
-        res.counters["lab_build"] = {"name": self.build_name(study, variant), "build_id": build.build_id,
-                                     "expect": build.expect}
+        res.counters["lab_build"] = {
+            "name": self.build_name(study, variant),
+            "build_id": build.build_id,
+            "expect": build.expect,
+        }
         return res
 
     def close(self) -> None:
@@ -205,6 +239,7 @@ class LabTestbed(Testbed):
 def _cache_rel(p: Path) -> str:
     """$SCHEDLAB_CACHE/... for a folder in the cache (records name no path of this machine)."""
     from schedlab.lab.inventory import cache_root
+
     try:
         return "$SCHEDLAB_CACHE/" + str(Path(p).resolve().relative_to(cache_root().resolve()))
     except ValueError:

@@ -12,6 +12,7 @@ TCG runs every instruction through QEMU's translator: scheduling decisions (who 
 when, boosts, preemption, time slices) are real Xen code, but absolute speeds are not
 those of hardware and caches/TLBs/memory latency are not modelled. See docs/qemu-testbed.md.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -25,13 +26,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..host import Host, HostError, HostTimeout, parse_kv
-from .. import workloads
-from ..workloads.xl import Domains
 from schedlab.builds import images as qi
 from schedlab.core.testbed import RunFailed, RunResult, Testbed
-from schedlab.testbeds.qemu_host import (DEFAULTS, HOST_TICKS, _die_with_parent, _free_port,  # noqa: F401
-                                         host_cpu_ticks, numa_argv, stop_process_group)
+from schedlab.testbeds.qemu_host import (  # noqa: F401
+    DEFAULTS,
+    HOST_TICKS,
+    _die_with_parent,
+    _free_port,
+    host_cpu_ticks,
+    numa_argv,
+    stop_process_group,
+)
+
+from .. import workloads
+from ..host import Host, HostError, HostTimeout, parse_kv
+from ..workloads.xl import Domains
+
 
 class QemuVM:
     """One QEMU process running Xen + dom0; `host` is the ssh driver for dom0."""
@@ -44,11 +54,16 @@ class QemuVM:
         self.port = _free_port()
         self.proc: subprocess.Popen | None = None
         self.boot_seconds: float | None = None
-        self.runs = 0                     # runs done in this boot
+        self.runs = 0  # runs done in this boot
         self.info: dict[str, str] = {}
-        self.host = Host("127.0.0.1", port=self.port, identity=images.identity,
-                         known_hosts=images.known_hosts, host_key_alias=qi.HOST_KEY_ALIAS,
-                         multiplex=True)
+        self.host = Host(
+            "127.0.0.1",
+            port=self.port,
+            identity=images.identity,
+            known_hosts=images.known_hosts,
+            host_key_alias=qi.HOST_KEY_ALIAS,
+            multiplex=True,
+        )
 
     @property
     def dom0_cmdline(self) -> str:
@@ -60,26 +75,71 @@ class QemuVM:
             if "," in str(p) or " " in str(p):
                 raise RunFailed(f"image path {p} contains ',' or ' ' (QEMU multiboot module syntax)")
         modules = f"{self.images.kernel} {self.dom0_cmdline},{self.images.initrd}"
-        return ["nice", "-n", "10", "qemu-system-x86_64",
-                "-accel", c["accel"], "-cpu", c["cpu"], "-smp", str(c["smp"]), "-m", str(c["memory_mb"]),
-                *numa_argv(int(c.get("numa_nodes", 1)), int(c["smp"]), int(c["memory_mb"])),
-                "-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
-                "-kernel", str(self.xen), "-append", self.xen_cmdline, "-initrd", modules,
-                "-serial", f"file:{self.serial_log}",
-                "-drive", f"file={self.workdir / 'dom0.qcow2'},if=virtio,format=qcow2,cache=unsafe",
-                "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.port}-:22",
-                "-device", "virtio-net-pci,netdev=n0"]
+        return [
+            "nice",
+            "-n",
+            "10",
+            "qemu-system-x86_64",
+            "-accel",
+            c["accel"],
+            "-cpu",
+            c["cpu"],
+            "-smp",
+            str(c["smp"]),
+            "-m",
+            str(c["memory_mb"]),
+            *numa_argv(int(c.get("numa_nodes", 1)), int(c["smp"]), int(c["memory_mb"])),
+            "-nodefaults",
+            "-display",
+            "none",
+            "-no-reboot",
+            "-monitor",
+            "none",
+            "-kernel",
+            str(self.xen),
+            "-append",
+            self.xen_cmdline,
+            "-initrd",
+            modules,
+            "-serial",
+            f"file:{self.serial_log}",
+            "-drive",
+            f"file={self.workdir / 'dom0.qcow2'},if=virtio,format=qcow2,cache=unsafe",
+            "-netdev",
+            f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.port}-:22",
+            "-device",
+            "virtio-net-pci,netdev=n0",
+        ]
 
     def start(self) -> None:
-        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
-                        str(self.images.disk), str(self.workdir / "dom0.qcow2")], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                "qemu-img",
+                "create",
+                "-q",
+                "-f",
+                "qcow2",
+                "-F",
+                "raw",
+                "-b",
+                str(self.images.disk),
+                str(self.workdir / "dom0.qcow2"),
+            ],
+            check=True,
+            capture_output=True,
+        )
         argv = self.argv()
         (self.workdir / "qemu-argv.json").write_text(json.dumps(argv, indent=1))
         self.t_start = time.monotonic()
         with open(self.workdir / "qemu.out", "wb") as out:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         _LIVE.add(self)
 
     def alive(self) -> bool:
@@ -140,8 +200,8 @@ class QemuTestbed(Testbed):
         self._guest_init_sha = ""
         self._vm: QemuVM | None = None
         self._vm_key: tuple | None = None
-        self._domains: Domains | None = None   # the guests of the booted VM
-        self._native = None                   # qemu_native.NativeRunner: kernels booted without Xen
+        self._domains: Domains | None = None  # the guests of the booted VM
+        self._native = None  # qemu_native.NativeRunner: kernels booted without Xen
 
     @staticmethod
     def _is_native(study: dict) -> bool:
@@ -151,6 +211,7 @@ class QemuTestbed(Testbed):
     def native(self):
         if self._native is None:
             from .qemu_native import NativeRunner
+
             self._native = NativeRunner(self)
         return self._native
 
@@ -162,8 +223,10 @@ class QemuTestbed(Testbed):
             try:
                 self._images = qi.ensure_images(build=self.build, log=self.log)
             except FileNotFoundError as e:
-                raise RunFailed(f"qemu images not built ({e}); build them with "
-                                "`python -m schedlab.builds.images` or the qemu_images rule") from e
+                raise RunFailed(
+                    f"qemu images not built ({e}); build them with "
+                    "`python -m schedlab.builds.images` or the qemu_images rule"
+                ) from e
         return self._images
 
     def config(self, study: dict) -> dict:
@@ -185,7 +248,7 @@ class QemuTestbed(Testbed):
         cache by patch content. Only a testbed made with build=True builds a missing series
         (~4-10 min); otherwise use `python -m schedlab.builds.images xen-src --patches
         <series>`."""
-        xen = (self._variant(study, variant).get("xen") or {})
+        xen = self._variant(study, variant).get("xen") or {}
         series = xen.get("patches", "stock")
         if series == "stock" and self.config(study)["xen_build"] == "debian":
             return series, self.images().xen
@@ -194,7 +257,7 @@ class QemuTestbed(Testbed):
         except FileNotFoundError:
             if not self.build or (series != "stock" and not sorted((qi.PATCH_DIR / series).glob("*.patch"))):
                 return series, None
-        self.images()           # the source build takes the version of dom0's tools
+        self.images()  # the source build takes the version of dom0's tools
         try:
             return series, qi.build_xen(series, build=True, log=self.log)
         except (RuntimeError, OSError) as e:
@@ -204,15 +267,22 @@ class QemuTestbed(Testbed):
     def _unbuilt(series: str) -> RunFailed:
         if series != "stock" and not sorted((qi.PATCH_DIR / series).glob("*.patch")):
             return RunFailed(f"patch series {series!r} not built yet: no patches in {qi.PATCH_DIR / series}")
-        return RunFailed(f"patch series {series!r} not built yet "
-                         f"(python -m schedlab.builds.images xen-src --patches {series})")
+        return RunFailed(
+            f"patch series {series!r} not built yet (python -m schedlab.builds.images xen-src --patches {series})"
+        )
 
     def xen_cmdline(self, study: dict, variant: str) -> str:
         cfg = self.config(study)
         boot = (self._variant(study, variant).get("xen") or {}).get("boot") or {}
-        parts = ["console=com1", "com1=115200,8n1", f"sched={cfg['scheduler']}",
-                 f"dom0_mem={cfg['dom0_memory_mb']}M,max:{cfg['dom0_memory_mb']}M", "dom0_max_vcpus=1",
-                 "loglvl=all", "guest_loglvl=all"]
+        parts = [
+            "console=com1",
+            "com1=115200,8n1",
+            f"sched={cfg['scheduler']}",
+            f"dom0_mem={cfg['dom0_memory_mb']}M,max:{cfg['dom0_memory_mb']}M",
+            "dom0_max_vcpus=1",
+            "loglvl=all",
+            "guest_loglvl=all",
+        ]
         parts += [f"{k}={v}" for k, v in sorted(boot.items())]
         if cfg["xen_cmdline_extra"]:
             parts.append(cfg["xen_cmdline_extra"])
@@ -227,17 +297,19 @@ class QemuTestbed(Testbed):
         d = {
             "testbed": "qemu",
             "qemu": qv.stdout.splitlines()[0] if qv.returncode == 0 else "missing",
-            "accel": o["accel"], "cpu": o["cpu"], "smp": o["smp"], "memory_mb": o["memory_mb"],
+            "accel": o["accel"],
+            "cpu": o["cpu"],
+            "smp": o["smp"],
+            "memory_mb": o["memory_mb"],
             **({"numa_nodes": o["numa_nodes"]} if o["numa_nodes"] != 1 else {}),
             "xen_build": o["xen_build"],
-            "xen_debian": im.xen_meta,   # Debian's prebuilt one; each run's counters.xen has what it booted
+            "xen_debian": im.xen_meta,  # Debian's prebuilt one; each run's counters.xen has what it booted
             "dom0": {k: im.dom0_meta[k] for k in ("suite", "kernel", "versions", "sha256")},
             "images_build_id": im.build_id(),
-            "host": {"machine": platform.machine(), "python": platform.python_version(),
-                     "cpus": os.cpu_count()},
+            "host": {"machine": platform.machine(), "python": platform.python_version(), "cpus": os.cpu_count()},
         }
         if study is not None and self._is_native(study):
-            del d["xen_build"]          # no Xen under a natively booted kernel
+            del d["xen_build"]  # no Xen under a natively booted kernel
         # What booted is per run (counters.booted): a study boots one build per variant, and
         # the runner describes the testbed once per process.
         return d
@@ -248,14 +320,17 @@ class QemuTestbed(Testbed):
         series, xen = self._xen_for(study, variant)
         xen_hash = qi.sha256_file(xen) if xen else f"unbuilt:{series}"
         images_id = self.images().build_id()
-        blob = {"images": images_id, "xen": xen_hash,
-                "xen_cmdline": self.xen_cmdline(study, variant),
-                "guest_init": self._guest_init_sha}
+        blob = {
+            "images": images_id,
+            "xen": xen_hash,
+            "xen_cmdline": self.xen_cmdline(study, variant),
+            "guest_init": self._guest_init_sha,
+        }
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
     def run_once(self, study: dict, variant: str, point: dict, seed: int) -> RunResult:
         if self._is_native(study):
-            self.close_xen()          # one QEMU at a time
+            self.close_xen()  # one QEMU at a time
             return self.native().run_once(study, variant, point, seed)
         if self._native is not None:
             self._native.close()
@@ -269,29 +344,43 @@ class QemuTestbed(Testbed):
             if self._domains is None or self._domains.host is not vm.host:
                 self._domains = Domains(vm.host)
             ticks0 = host_cpu_ticks()
-            res = workload(vm.host, self._domains, {**cfg, **workloads.variant_options(study, variant)},
-                           point, seed, vm.info)
+            res = workload(
+                vm.host, self._domains, {**cfg, **workloads.variant_options(study, variant)}, point, seed, vm.info
+            )
             res.counters["boot_seconds"] = round(vm.boot_seconds or 0, 1)
             # Which boot this run used (a new run directory = a new QEMU, e.g. after a crash).
             res.counters["boot"] = {"run_dir": vm.workdir.name, "runs_in_boot": vm.runs + 1}
             vm.runs += 1
             # The hypervisor this run booted (describe() only knows Debian's prebuilt one).
             meta = json.loads((xen.parent / "meta.json").read_text()) if (xen.parent / "meta.json").exists() else {}
-            res.counters["xen"] = {"patches": series, "sha256": qi.sha256_file(xen),
-                                   "source": meta.get("source"), "version": meta.get("version"),
-                                   "patch_files": meta.get("patches", []),
-                                   "xen_version": vm.info.get("xen_version"),
-                                   "build_id": vm.info.get("build_id")}
-            res.counters["booted"] = {k: vm.info.get(k) for k in
-                                      ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")}
+            res.counters["xen"] = {
+                "patches": series,
+                "sha256": qi.sha256_file(xen),
+                "source": meta.get("source"),
+                "version": meta.get("version"),
+                "patch_files": meta.get("patches", []),
+                "xen_version": vm.info.get("xen_version"),
+                "build_id": vm.info.get("build_id"),
+            }
+            res.counters["booted"] = {
+                k: vm.info.get(k)
+                for k in ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")
+            }
             res.counters["qemu"] = {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "numa_nodes", "xen_build")}
-            res.counters["host_loadavg"] = os.getloadavg()   # this machine's load: TCG speed depends on it
+            res.counters["host_loadavg"] = os.getloadavg()  # this machine's load: TCG speed depends on it
             ticks1 = host_cpu_ticks()
             if ticks0 and len(ticks1) == len(ticks0):
                 res.counters["host_cpu_ticks"] = dict(zip(HOST_TICKS, (b - a for a, b in zip(ticks0, ticks1))))
             return res
-        except (HostError, RunFailed, ValueError, KeyError, json.JSONDecodeError, OSError,
-                subprocess.SubprocessError) as e:
+        except (
+            HostError,
+            RunFailed,
+            ValueError,
+            KeyError,
+            json.JSONDecodeError,
+            OSError,
+            subprocess.SubprocessError,
+        ) as e:
             died = "" if vm.alive() else f"QEMU exited (status {vm.proc.returncode}) during the run; "
             log = self._fail_log(vm, e)
             self.close()
@@ -326,8 +415,12 @@ class QemuTestbed(Testbed):
 
     # -- booting -------------------------------------------------------------------------------
     def _ensure_vm(self, xen: Path, cmdline: str, cfg: dict) -> QemuVM:
-        key = (str(xen), qi.sha256_file(xen), cmdline, json.dumps(
-            {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "numa_nodes")}, sort_keys=True))
+        key = (
+            str(xen),
+            qi.sha256_file(xen),
+            cmdline,
+            json.dumps({k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "numa_nodes")}, sort_keys=True),
+        )
         if self._vm is not None and self._vm_key == key and self._vm.alive():
             return self._vm
         self.close()
@@ -344,8 +437,11 @@ class QemuTestbed(Testbed):
             log = self._fail_log(vm, e)
             vm.kill()
             if isinstance(e, HostTimeout):
-                raise RunFailed(f"qemu: dom0 not reachable over ssh within {cfg['boot_timeout_s']}s "
-                                f"(serial log kept in {vm.workdir})", log) from e
+                raise RunFailed(
+                    f"qemu: dom0 not reachable over ssh within {cfg['boot_timeout_s']}s "
+                    f"(serial log kept in {vm.workdir})",
+                    log,
+                ) from e
             raise RunFailed(f"qemu: boot failed: {e} (serial log kept in {vm.workdir})", log) from e
         self._vm, self._vm_key = vm, key
         return vm
@@ -384,8 +480,11 @@ class QemuTestbed(Testbed):
     def _fail_log(self, vm: QemuVM, err: Exception) -> str:
         extra = ""
         if vm.alive():
-            for argv in (["xl", "list"], ["xl", "dmesg"], ["sh", "-c", "tail -n 50 /var/log/xen/console/*.log "
-                                                                     "/var/log/xen/*.log 2>/dev/null"]):
+            for argv in (
+                ["xl", "list"],
+                ["xl", "dmesg"],
+                ["sh", "-c", "tail -n 50 /var/log/xen/console/*.log /var/log/xen/*.log 2>/dev/null"],
+            ):
                 try:
                     r = vm.host.run(argv, timeout=20, check=False)
                     extra += f"\n==> {' '.join(argv)} <==\n{r.stdout[-6000:]}{r.stderr[-2000:]}"
@@ -399,4 +498,3 @@ class QemuTestbed(Testbed):
         except OSError:
             pass
         return log
-

@@ -1,6 +1,7 @@
 """The QEMU process of the qemu testbed: its options, its NUMA layout, this machine's CPU
 ticks around it, and how it is stopped. Shared by Xen boots (schedlab.testbeds.qemu) and
 native boots (schedlab.testbeds.qemu_native)."""
+
 from __future__ import annotations
 
 import os
@@ -14,19 +15,19 @@ from schedlab.core.testbed import RunFailed
 
 DEFAULTS: dict[str, Any] = {
     "accel": "tcg,thread=multi",
-    "cpu": "Haswell-noTSX",       # -cpu max crashes dom0 early; KVM: nested Xen stalls
+    "cpu": "Haswell-noTSX",  # -cpu max crashes dom0 early; KVM: nested Xen stalls
     "smp": 2,
     "memory_mb": 2048,
-    "numa_nodes": 1,              # >1: QEMU -numa, the pCPUs and memory split evenly (S4's 2-node host);
-                                  # Xen reads the nodes from the ACPI SRAT QEMU builds, checked at boot
+    "numa_nodes": 1,  # >1: QEMU -numa, the pCPUs and memory split evenly (S4's 2-node host);
+    # Xen reads the nodes from the ACPI SRAT QEMU builds, checked at boot
     "dom0_memory_mb": 1024,
-    "scheduler": "credit",        # Xen 4.17 defaults to credit2; the studies are about credit1
+    "scheduler": "credit",  # Xen 4.17 defaults to credit2; the studies are about credit1
     "xen_cmdline_extra": "",
-    "boot_timeout_s": 420,        # QEMU start -> ssh into dom0
-    "xen_build": "debian",        # "debian": patches=stock boots Debian's prebuilt hypervisor;
-                                  # "source": every series (stock too) boots qi.build_xen(series)
-    "reuse_vm": True,             # keep the booted host between runs of the same build
-    **workloads.DEFAULTS,         # what runs in the guests (schedlab/workloads/)
+    "boot_timeout_s": 420,  # QEMU start -> ssh into dom0
+    "xen_build": "debian",  # "debian": patches=stock boots Debian's prebuilt hypervisor;
+    # "source": every series (stock too) boots qi.build_xen(series)
+    "reuse_vm": True,  # keep the booted host between runs of the same build
+    **workloads.DEFAULTS,  # what runs in the guests (schedlab/workloads/)
 }
 
 
@@ -35,12 +36,13 @@ def _die_with_parent() -> None:
     QEMU outlives its driver. Linux only; harmless elsewhere."""
     try:
         import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
 
 
-HOST_TICKS = workloads.lockwork.GUEST_TICKS      # /proc/stat's first eight fields, as in the guests
+HOST_TICKS = workloads.lockwork.GUEST_TICKS  # /proc/stat's first eight fields, as in the guests
 
 
 def host_cpu_ticks() -> list[int]:
@@ -48,7 +50,7 @@ def host_cpu_ticks() -> list[int]:
     Steal matters: when this machine is itself a VM, a neighbour slows TCG down."""
     try:
         with open("/proc/stat") as f:
-            return [int(x) for x in f.readline().split()[1:1 + len(HOST_TICKS)]]
+            return [int(x) for x in f.readline().split()[1 : 1 + len(HOST_TICKS)]]
     except (OSError, ValueError):
         return []
 
@@ -64,8 +66,12 @@ def numa_argv(nodes: int, smp: int, memory_mb: int) -> list[str]:
     out: list[str] = []
     for i in range(nodes):
         cpus = f"{i * per_cpu}" if per_cpu == 1 else f"{i * per_cpu}-{(i + 1) * per_cpu - 1}"
-        out += ["-object", f"memory-backend-ram,id=mem{i},size={per_mb}M",
-                "-numa", f"node,nodeid={i},cpus={cpus},memdev=mem{i}"]
+        out += [
+            "-object",
+            f"memory-backend-ram,id=mem{i},size={per_mb}M",
+            "-numa",
+            f"node,nodeid={i},cpus={cpus},memdev=mem{i}",
+        ]
     return out
 
 

@@ -28,6 +28,7 @@ Timeouts (testbed options, overridable in the study's testbeds.qemu.options): bo
 On expiry or any error: serial log and failure.log kept in the run directory, QEMU killed,
 RunFailed raised with the log (the run stage records a failed run and retries).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -43,11 +44,11 @@ from typing import Any
 
 from schedlab import packs
 from schedlab.builds import kernel as kb
+from schedlab.builds import native as ni
+from schedlab.core.testbed import RunFailed, RunResult
 from schedlab.host import Host, HostError, HostTimeout
 from schedlab.packs.base import Context, PackError, gather_facts
 from schedlab.targets import TargetError
-from schedlab.builds import native as ni
-from schedlab.core.testbed import RunFailed, RunResult
 from schedlab.testbeds.qemu_host import DEFAULTS, stop_process_group
 
 BASE_CMDLINE = f"root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 init={ni.INIT_IN_IMAGE}"
@@ -60,13 +61,15 @@ LOG_TAIL = 4000
 def _die_with_parent() -> None:
     try:
         import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
 
 
 def _free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -79,47 +82,105 @@ def cmdline_for(extra: str = "") -> str:
 class NativeVM:
     """One QEMU process booting a kernel natively on the native image; `host` is its ssh driver."""
 
-    def __init__(self, kernel: kb.Kernel, image: ni.NativeImage, cmdline: str, cfg: dict, workdir: Path,
-                 loadvm: str | None = None):
+    def __init__(
+        self,
+        kernel: kb.Kernel,
+        image: ni.NativeImage,
+        cmdline: str,
+        cfg: dict,
+        workdir: Path,
+        loadvm: str | None = None,
+    ):
         self.kernel, self.image, self.cmdline, self.cfg = kernel, image, cmdline, cfg
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.loadvm = loadvm              # resume this snapshot of disk.qcow2 instead of booting
+        self.loadvm = loadvm  # resume this snapshot of disk.qcow2 instead of booting
         self.starts = len(list(self.workdir.glob("serial*.log")))
         self.serial_log = self.workdir / ("serial.log" if not self.starts else f"serial.{self.starts}.log")
         self.monitor = self.workdir / "monitor.sock"
         self.port = _free_port()
         self.proc: subprocess.Popen | None = None
         self.boot_seconds: float | None = None
-        self.ready_seconds: float | None = None   # this QEMU start -> ssh (a boot or a resume)
+        self.ready_seconds: float | None = None  # this QEMU start -> ssh (a boot or a resume)
         self.info: dict[str, Any] = {}
-        self.host = Host("127.0.0.1", port=self.port, identity=image.identity, known_hosts=image.known_hosts,
-                         host_key_alias=ni.HOST_KEY_ALIAS, multiplex=True)
+        self.host = Host(
+            "127.0.0.1",
+            port=self.port,
+            identity=image.identity,
+            known_hosts=image.known_hosts,
+            host_key_alias=ni.HOST_KEY_ALIAS,
+            multiplex=True,
+        )
 
     def argv(self) -> list[str]:
         c = self.cfg
-        return ["nice", "-n", "10", "qemu-system-x86_64",
-                "-accel", c["accel"], "-cpu", c["cpu"], "-smp", str(c["smp"]), "-m", str(c["memory_mb"]),
-                "-nodefaults", "-display", "none", "-no-reboot",
-                "-kernel", str(self.kernel.bzimage), "-append", self.cmdline,
-                "-serial", f"file:{self.serial_log}",
-                "-drive", f"file={self.workdir / 'disk.qcow2'},if=virtio,format=qcow2,cache=unsafe",
-                "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.port}-:22",
-                "-device", "virtio-net-pci,netdev=n0", "-device", "virtio-rng-pci",
-                "-monitor", f"unix:{self.monitor},server=on,wait=off",
-                *(["-loadvm", self.loadvm] if self.loadvm else [])]
+        return [
+            "nice",
+            "-n",
+            "10",
+            "qemu-system-x86_64",
+            "-accel",
+            c["accel"],
+            "-cpu",
+            c["cpu"],
+            "-smp",
+            str(c["smp"]),
+            "-m",
+            str(c["memory_mb"]),
+            "-nodefaults",
+            "-display",
+            "none",
+            "-no-reboot",
+            "-kernel",
+            str(self.kernel.bzimage),
+            "-append",
+            self.cmdline,
+            "-serial",
+            f"file:{self.serial_log}",
+            "-drive",
+            f"file={self.workdir / 'disk.qcow2'},if=virtio,format=qcow2,cache=unsafe",
+            "-netdev",
+            f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.port}-:22",
+            "-device",
+            "virtio-net-pci,netdev=n0",
+            "-device",
+            "virtio-rng-pci",
+            "-monitor",
+            f"unix:{self.monitor},server=on,wait=off",
+            *(["-loadvm", self.loadvm] if self.loadvm else []),
+        ]
 
     def start(self) -> None:
         if not self.loadvm:
-            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(self.image.disk),
-                            str(self.workdir / "disk.qcow2")], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    "qemu-img",
+                    "create",
+                    "-q",
+                    "-f",
+                    "qcow2",
+                    "-F",
+                    "raw",
+                    "-b",
+                    str(self.image.disk),
+                    str(self.workdir / "disk.qcow2"),
+                ],
+                check=True,
+                capture_output=True,
+            )
         argv = self.argv()
         name = "qemu-argv.json" if not self.starts else f"qemu-argv.{self.starts}.json"
         (self.workdir / name).write_text(json.dumps(argv, indent=1))
         self.t_start = time.monotonic()
         with open(self.workdir / "qemu.out", "wb") as out:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         _LIVE.add(self)
 
     def alive(self) -> bool:
@@ -135,6 +196,7 @@ class NativeVM:
     def hmp(self, command: str, timeout: float = 600) -> str:
         """One human-monitor command over the monitor socket; returns its output."""
         import socket
+
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             sock.connect(str(self.monitor))
@@ -172,17 +234,25 @@ class NativeVM:
 
     def check_booted(self) -> dict:
         """What booted must be the build and the command line we asked for."""
-        script = ('uname -r; uname -v; cat /proc/cmdline; nproc; '
-                  'zcat /proc/config.gz | sha256sum | cut -d" " -f1; '
-                  'zcat /proc/config.gz | grep -E "^(# )?CONFIG_PARAVIRT_SPINLOCKS[= ]" || echo "(absent)"; '
-                  'cat /proc/uptime')
+        script = (
+            "uname -r; uname -v; cat /proc/cmdline; nproc; "
+            'zcat /proc/config.gz | sha256sum | cut -d" " -f1; '
+            'zcat /proc/config.gz | grep -E "^(# )?CONFIG_PARAVIRT_SPINLOCKS[= ]" || echo "(absent)"; '
+            "cat /proc/uptime"
+        )
         out = self.host.run(["sh", "-c", script], timeout=60).stdout.splitlines()
         if len(out) < 7:
             raise RunFailed(f"native: unexpected answer to the boot check: {out!r}")
         meta = self.kernel.meta
-        info = {"release": out[0].strip(), "version": out[1].strip(), "cmdline": out[2].strip(),
-                "cpus": int(out[3]), "config_sha256": out[4].strip(), "paravirt_spinlocks": out[5].strip(),
-                "uptime_s": float(out[6].split()[0])}
+        info = {
+            "release": out[0].strip(),
+            "version": out[1].strip(),
+            "cmdline": out[2].strip(),
+            "cpus": int(out[3]),
+            "config_sha256": out[4].strip(),
+            "paravirt_spinlocks": out[5].strip(),
+            "uptime_s": float(out[6].split()[0]),
+        }
         problems = []
         if info["release"] != meta["kernelrelease"]:
             problems.append(f"uname -r is {info['release']!r}, the build is {meta['kernelrelease']!r}")
@@ -191,13 +261,17 @@ class NativeVM:
         if info["cmdline"] != self.cmdline:
             problems.append(f"/proc/cmdline is {info['cmdline']!r}, wanted {self.cmdline!r}")
         if info["config_sha256"] != meta["config_sha256"]:
-            problems.append(f"/proc/config.gz has sha256 {info['config_sha256'][:16]}, the build's .config "
-                            f"{meta['config_sha256'][:16]}")
+            problems.append(
+                f"/proc/config.gz has sha256 {info['config_sha256'][:16]}, the build's .config "
+                f"{meta['config_sha256'][:16]}"
+            )
         want_pv = meta["options_checked"].get("CONFIG_PARAVIRT_SPINLOCKS")
         has_pv = "y" if info["paravirt_spinlocks"] == "CONFIG_PARAVIRT_SPINLOCKS=y" else "n"
         if want_pv is not None and want_pv != has_pv:
-            problems.append(f"booted kernel has {info['paravirt_spinlocks']!r}, the config asked for "
-                            f"CONFIG_PARAVIRT_SPINLOCKS={want_pv}")
+            problems.append(
+                f"booted kernel has {info['paravirt_spinlocks']!r}, the config asked for "
+                f"CONFIG_PARAVIRT_SPINLOCKS={want_pv}"
+            )
         if info["cpus"] != int(self.cfg["smp"]):
             problems.append(f"nproc is {info['cpus']}, QEMU was given -smp {self.cfg['smp']}")
         self.info = info
@@ -238,8 +312,15 @@ def _kill_all() -> None:
         vm.kill()
 
 
-def boot(kernel: kb.Kernel, image: ni.NativeImage, cmdline: str, cfg: dict, workdir: Path, log=None,
-         resume: NativeVM | None = None) -> NativeVM:
+def boot(
+    kernel: kb.Kernel,
+    image: ni.NativeImage,
+    cmdline: str,
+    cfg: dict,
+    workdir: Path,
+    log=None,
+    resume: NativeVM | None = None,
+) -> NativeVM:
     """Start QEMU, wait for ssh, check what booted. RunFailed (with the serial log) otherwise;
     the VM is killed then. resume: a suspended VM (NativeVM.suspend) to continue instead of
     booting: same kernel, command line and overlay, restored with -loadvm."""
@@ -263,12 +344,16 @@ def boot(kernel: kb.Kernel, image: ni.NativeImage, cmdline: str, cfg: dict, work
         text = failure_log(vm, e)
         vm.kill()
         if isinstance(e, HostTimeout):
-            raise RunFailed(f"qemu-native: no ssh within {cfg['boot_timeout_s']}s (serial log kept in {wd})",
-                            text) from e
+            raise RunFailed(
+                f"qemu-native: no ssh within {cfg['boot_timeout_s']}s (serial log kept in {wd})", text
+            ) from e
         raise RunFailed(f"qemu-native: boot failed: {e} (serial log kept in {wd})", text) from e
     if log:
-        log(f"qemu-native: {kernel.name} ssh-ready after {vm.ready_seconds:.1f}s"
-            + (" (resumed)" if vm.loadvm else "") + f" ({vm.info['release']})")
+        log(
+            f"qemu-native: {kernel.name} ssh-ready after {vm.ready_seconds:.1f}s"
+            + (" (resumed)" if vm.loadvm else "")
+            + f" ({vm.info['release']})"
+        )
     return vm
 
 
@@ -314,9 +399,17 @@ class DeadlineTarget:
                 raise
             except HostError as e:
                 r = e.result
-                early = r is not None and r.returncode == 255 and any(
-                    m in (r.stderr or "") for m in ("Connection refused", "kex_exchange_identification",
-                                                    ))
+                early = (
+                    r is not None
+                    and r.returncode == 255
+                    and any(
+                        m in (r.stderr or "")
+                        for m in (
+                            "Connection refused",
+                            "kex_exchange_identification",
+                        )
+                    )
+                )
                 if not early or attempt == 3:
                     raise
                 time.sleep(1 + attempt)
@@ -345,7 +438,7 @@ class NativeRunner:
         self._vm: NativeVM | None = None
         self._vm_key: tuple | None = None
         self._target: DeadlineTarget | None = None
-        self._prepared: dict[str, dict] = {}     # bench -> {ctx, seconds, used, tool_version}
+        self._prepared: dict[str, dict] = {}  # bench -> {ctx, seconds, used, tool_version}
         self._suspended: dict[tuple, dict] = {}  # vm key -> {vm, prepared}
         self._image: ni.NativeImage | None = None
 
@@ -358,8 +451,10 @@ class NativeRunner:
             raise RunFailed(f"study {study.get('study')!r} has no variant {variant!r}") from None
         k = v.get("kernel") or {}
         if not k.get("config"):
-            raise RunFailed(f"variant {variant!r}: no kernel.config (native runs boot a kernel built "
-                            "from config/kernel/<config>.config)")
+            raise RunFailed(
+                f"variant {variant!r}: no kernel.config (native runs boot a kernel built "
+                "from config/kernel/<config>.config)"
+            )
         return k["config"], k.get("cmdline", "")
 
     def image(self) -> ni.NativeImage:
@@ -367,14 +462,17 @@ class NativeRunner:
             try:
                 self._image = ni.image(build=bool(self.testbed.build), log=self.testbed.log)
             except FileNotFoundError as e:
-                raise RunFailed(f"native image not built ({e}); build it with "
-                                "`python -m schedlab.builds.native` or the qemu_native_image rule") from e
+                raise RunFailed(
+                    f"native image not built ({e}); build it with "
+                    "`python -m schedlab.builds.native` or the qemu_native_image rule"
+                ) from e
         return self._image
 
     def kernel(self, config: str, build: bool | None = None) -> kb.Kernel | None:
         try:
-            return kb.build_kernel(config, build=bool(self.testbed.build) if build is None else build,
-                                   log=self.testbed.log)
+            return kb.build_kernel(
+                config, build=bool(self.testbed.build) if build is None else build, log=self.testbed.log
+            )
         except FileNotFoundError:
             return None
         except kb.KernelBuildError as e:
@@ -384,15 +482,21 @@ class NativeRunner:
         config, extra = self.kernel_spec(study, variant)
         k = self.kernel(config, build=False)
         cfg = self.testbed.config(study)
-        blob = {"kernel": k.meta["bzimage_sha256"] if k else f"unbuilt:{config}",
-                "image": self.image().build_id(), "cmdline": cmdline_for(extra),
-                "qemu": {x: cfg[x] for x in ("accel", "cpu", "smp", "memory_mb")}}
+        blob = {
+            "kernel": k.meta["bzimage_sha256"] if k else f"unbuilt:{config}",
+            "image": self.image().build_id(),
+            "cmdline": cmdline_for(extra),
+            "qemu": {x: cfg[x] for x in ("accel", "cpu", "smp", "memory_mb")},
+        }
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
     # -- running -------------------------------------------------------------------------------
     def _ensure_vm(self, kernel: kb.Kernel, cmdline: str, cfg: dict) -> NativeVM:
-        key = (kernel.meta["bzimage_sha256"], cmdline,
-               json.dumps({k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb")}, sort_keys=True))
+        key = (
+            kernel.meta["bzimage_sha256"],
+            cmdline,
+            json.dumps({k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb")}, sort_keys=True),
+        )
         if self._vm is not None and self._vm_key == key and self._vm.alive():
             return self._vm
         self._leave()
@@ -400,8 +504,15 @@ class NativeRunner:
         vm = None
         if saved is not None:
             try:
-                vm = boot(kernel, self.image(), cmdline, cfg, Path(self.testbed.workdir), log=self.testbed.log,
-                          resume=saved["vm"])
+                vm = boot(
+                    kernel,
+                    self.image(),
+                    cmdline,
+                    cfg,
+                    Path(self.testbed.workdir),
+                    log=self.testbed.log,
+                    resume=saved["vm"],
+                )
                 self._prepared = saved["prepared"]
                 # the packs' contexts hold this target: point it at the resumed VM's ssh
                 saved["target"].host = vm.host
@@ -431,8 +542,9 @@ class NativeRunner:
             try:
                 took = vm.suspend()
                 self._suspended[key] = {"vm": vm, "prepared": prepared, "target": target}
-                self.testbed.log(f"qemu-native: suspended {vm.kernel.name} ({vm.cmdline.split(' init=')[-1]}) "
-                                 f"in {took:.1f}s")
+                self.testbed.log(
+                    f"qemu-native: suspended {vm.kernel.name} ({vm.cmdline.split(' init=')[-1]}) in {took:.1f}s"
+                )
                 return
             except (RunFailed, OSError) as e:
                 self.testbed.log(f"qemu-native: savevm failed ({e}); killing the VM")
@@ -448,6 +560,7 @@ class NativeRunner:
     @staticmethod
     def testbed_axes(study: dict) -> dict:
         from schedlab import config as sl_config
+
         try:
             return sl_config.testbed_settings(study, "qemu")["axes"]
         except (sl_config.ConfigError, KeyError):
@@ -457,22 +570,33 @@ class NativeRunner:
         if bench in self._prepared:
             return self._prepared[bench]
         from schedlab.core.plan import derive_seed
+
         tgt = self._target
         tgt.deadline = time.monotonic() + PREPARE_TIMEOUT_S
         t0 = time.monotonic()
         missing = pack.missing_tools(tgt)
         if missing:
-            raise RunFailed(f"pack {bench}: {', '.join(missing)} not in the native image "
-                            f"(Debian packages: {' '.join(pack.debs)})")
+            raise RunFailed(
+                f"pack {bench}: {', '.join(missing)} not in the native image (Debian packages: {' '.join(pack.debs)})"
+            )
         facts = gather_facts(tgt)
         given = self._given(study, bench, pack)
         params = pack.resolve(given, facts)
         # the same data set on every kernel: the seed depends on the study and the pack only
-        ctx = Context(target=tgt, workdir=tgt.tmpdir(), params=params, facts=facts,
-                      seed=derive_seed(study["study"], bench, "prepare"))
+        ctx = Context(
+            target=tgt,
+            workdir=tgt.tmpdir(),
+            params=params,
+            facts=facts,
+            seed=derive_seed(study["study"], bench, "prepare"),
+        )
         pack.prepare(ctx)
-        entry = {"ctx": ctx, "seconds": round(time.monotonic() - t0, 1), "used": 0,
-                 "tool_version": pack.tool_version(tgt)}
+        entry = {
+            "ctx": ctx,
+            "seconds": round(time.monotonic() - t0, 1),
+            "used": 0,
+            "tool_version": pack.tool_version(tgt),
+        }
         self._prepared[bench] = entry
         self.testbed.log(f"qemu-native: prepared {bench} in {entry['seconds']:.1f}s")
         return entry
@@ -484,10 +608,13 @@ class NativeRunner:
             raise RunFailed(f"native: unknown bench {bench!r} (known: {', '.join(PACK_METRIC)})")
         threads = int(point.get("threads", 1))
         from schedlab import config as sl_config
+
         wanted = [m["name"] for m in sl_config.metrics_for(study, point, "qemu")]
         if len(wanted) != 1:
-            raise RunFailed(f"study {study['study']}: point {point} needs metric(s) {wanted}; the native "
-                            f"runner reports one per bench (a metric with when: {{bench: {bench}}})")
+            raise RunFailed(
+                f"study {study['study']}: point {point} needs metric(s) {wanted}; the native "
+                f"runner reports one per bench (a metric with when: {{bench: {bench}}})"
+            )
         metric = wanted[0]
         kernel = self.kernel(config)
         if kernel is None:
@@ -509,26 +636,36 @@ class NativeRunner:
             prep["used"] += 1
         except (HostError, PackError, TargetError, RunFailed, ValueError, KeyError) as e:
             text = failure_log(vm, e)
-            vm.kill()                 # this VM only; the suspended ones stay usable
+            vm.kill()  # this VM only; the suspended ones stay usable
             self._vm, self._vm_key, self._target, self._prepared = None, None, None, {}
             if isinstance(e, HostTimeout):
                 raise RunFailed(f"qemu-native: {bench} timed out ({e}); serial log kept in {vm.workdir}", text) from e
             raise RunFailed(f"qemu-native: {bench} run failed: {e} (serial log kept in {vm.workdir})", text) from e
         m = kernel.meta
         counters = {
-            "bench": bench, "pack": pack.name, "pack_version": pack.version,
-            "pack_metrics": values, "params": pt,
+            "bench": bench,
+            "pack": pack.name,
+            "pack_version": pack.version,
+            "pack_metrics": values,
+            "params": pt,
             "output_tail": output[-LOG_TAIL:],
             "boot_seconds": round(vm.boot_seconds or 0, 1),
-            "resumed": bool(vm.loadvm), "resumes": vm.__dict__.get("resumes", 0),
+            "resumed": bool(vm.loadvm),
+            "resumes": vm.__dict__.get("resumes", 0),
             "ready_seconds": round(vm.ready_seconds or 0, 1),
-            "prepare_seconds": prep["seconds"], "prepared_runs_before": prep["used"] - 1,
+            "prepare_seconds": prep["seconds"],
+            "prepared_runs_before": prep["used"] - 1,
             "run_wall_seconds": round(wall, 2),
             "tool_version": prep["tool_version"],
             "prepared": {k: v for k, v in ctx.state.items() if isinstance(v, (str, int, float, bool))},
-            "kernel": {"config": config, "hash": kernel.key, "bzimage_sha256": m["bzimage_sha256"],
-                       "config_sha256": m["config_sha256"], "kernelrelease": m["kernelrelease"],
-                       "source": f"{m['package']} {m['version']}"},
+            "kernel": {
+                "config": config,
+                "hash": kernel.key,
+                "bzimage_sha256": m["bzimage_sha256"],
+                "config_sha256": m["config_sha256"],
+                "kernelrelease": m["kernelrelease"],
+                "source": f"{m['package']} {m['version']}",
+            },
             "uname": {"release": vm.info.get("release"), "version": vm.info.get("version")},
             "cmdline": vm.info.get("cmdline"),
             "paravirt_spinlocks": vm.info.get("paravirt_spinlocks"),
@@ -565,17 +702,27 @@ class NativeTarget:
 
     testbed = "qemu"
 
-    def __init__(self, config: str, extra_cmdline: str = "", *, build: bool = False, workdir: Path | None = None,
-                 log=None, **options):
+    def __init__(
+        self,
+        config: str,
+        extra_cmdline: str = "",
+        *,
+        build: bool = False,
+        workdir: Path | None = None,
+        log=None,
+        **options,
+    ):
         from schedlab.builds import images as qi
+
         unknown = set(options) - set(DEFAULTS)
         if unknown:
             raise ValueError(f"unknown qemu testbed options: {sorted(unknown)}")
         cfg = {**DEFAULTS, **options}
         k = kb.build_kernel(config, build=build, log=log)
         im = ni.image(build=build, log=log)
-        self.vm = boot(k, im, cmdline_for(extra_cmdline), cfg, Path(workdir) if workdir else qi.cache_root() / "runs",
-                       log=log)
+        self.vm = boot(
+            k, im, cmdline_for(extra_cmdline), cfg, Path(workdir) if workdir else qi.cache_root() / "runs", log=log
+        )
         self.name = f"qemu-native:{config}" + (f":{extra_cmdline}" if extra_cmdline else "")
 
     def run(self, argv, timeout: float = 60, input=None, check: bool = True):

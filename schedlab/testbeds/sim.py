@@ -6,6 +6,7 @@ scheduler switches under `variants.<name>.sim`.  This module only turns (study, 
 into scenario JSON, runs the binary, and maps its result onto the study's metric names.  It never reads
 the study's `published:` key.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,8 +17,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError
 from schedlab.core.testbed import RunFailed, RunResult, Testbed
+
+from ..config import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_DIR = REPO / "sim"
@@ -45,10 +47,11 @@ def sources_hash() -> str:
 
 def ensure_binary(binary: Path = BINARY, build: bool = True) -> Path:
     """Build sim/build/credit1sim with `make -C sim` if it is absent or older than its sources."""
+
     def stale() -> bool:
         return not binary.exists() or any(f.stat().st_mtime > binary.stat().st_mtime for f in source_files())
 
-    if binary != BINARY:            # a binary given by the caller is used as is
+    if binary != BINARY:  # a binary given by the caller is used as is
         if not binary.exists():
             raise RunFailed(f"simulator binary {binary} does not exist")
         return binary
@@ -57,9 +60,10 @@ def ensure_binary(binary: Path = BINARY, build: bool = True) -> Path:
     if not build:
         raise RunFailed(f"simulator binary {binary} missing or stale; run `make -C sim`")
     import fcntl
+
     with _build_lock:
         binary.parent.mkdir(parents=True, exist_ok=True)
-        with open(binary.parent / ".build.lock", "w") as lk:   # several run processes may start at once
+        with open(binary.parent / ".build.lock", "w") as lk:  # several run processes may start at once
             fcntl.flock(lk, fcntl.LOCK_EX)
             if stale():
                 p = subprocess.run(["make", "-C", str(SIM_DIR)], capture_output=True, text=True)
@@ -98,10 +102,18 @@ def _need(d: dict, key: str, where: str):
 def _xen(sim: dict, base: dict | None = None) -> dict:
     """Scheduler options of a variant's `sim:` dict -> scenario `xen` object."""
     x = dict(base or {})
-    m = {"version": "version", "yield": "yield", "pick": "pick", "push": "push",
-         "migration_delay_us": "migration_delay_us", "ratelimit_us": "ratelimit_us",
-         "tslice_ms": "tslice_ms", "push_period_ms": "push_period_ms",
-         "ipi_latency_us": "ipi_latency_us", "ctxsw_us": "ctxsw_us"}
+    m = {
+        "version": "version",
+        "yield": "yield",
+        "pick": "pick",
+        "push": "push",
+        "migration_delay_us": "migration_delay_us",
+        "ratelimit_us": "ratelimit_us",
+        "tslice_ms": "tslice_ms",
+        "push_period_ms": "push_period_ms",
+        "ipi_latency_us": "ipi_latency_us",
+        "ctxsw_us": "ctxsw_us",
+    }
     for k, v in sim.items():
         if k in m:
             x[m[k]] = str(v) if k == "version" else v
@@ -110,20 +122,32 @@ def _xen(sim: dict, base: dict | None = None) -> dict:
 
 # ---------------------------------------------------------------- study scenario builders
 
+
 def _s0(study, variant, sim, wl, point, seed):
     n = int(point["vms"])
     job = wl["job"]
     frac = float(wl.get("job_fraction", 1.0))
     lock = dict(_need(wl, "lock", "sim_workload"))
     lock["type"] = sim.get("lock", lock.get("type", "spin-yield"))
-    w = {"kind": "loop", "compute_us": job["compute_us"], "lock": lock, "io": job["io"],
-         "job_work_s": float(job["work_cpu_s"]) * frac}
+    w = {
+        "kind": "loop",
+        "compute_us": job["compute_us"],
+        "lock": lock,
+        "io": job["io"],
+        "job_work_s": float(job["work_cpu_s"]) * frac,
+    }
     doms = [{"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": w} for i in range(n)]
     idle = int(wl.get("idle_vms", 0)) - n
     for i in range(max(0, idle)):
         doms.append({"name": f"idle{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": {"kind": "idle"}})
-    sc = {"seed": _seed(seed, "s0"), "duration_s": float(wl.get("max_sim_s", 20000)) * frac, "stop_when_done": True,
-          "host": wl["host"], "xen": _xen(sim, wl.get("xen")), "domains": doms}
+    sc = {
+        "seed": _seed(seed, "s0"),
+        "duration_s": float(wl.get("max_sim_s", 20000)) * frac,
+        "stop_when_done": True,
+        "host": wl["host"],
+        "xen": _xen(sim, wl.get("xen")),
+        "domains": doms,
+    }
     return [("build", sc)]
 
 
@@ -134,23 +158,32 @@ def _s0_metrics(study, res, point, wl):
     if not all(d["done"] for d in vms):
         raise RunFailed("S0: a build did not finish within max_sim_s")
     times = [d["done_s"] / frac for d in vms]
-    return ({"time_s": sum(times) / len(times), "throughput": sum(100000.0 / t for t in times)},
-            {"time_s": times})
+    return ({"time_s": sum(times) / len(times), "throughput": sum(100000.0 / t for t in times)}, {"time_s": times})
 
 
 def _s1(study, variant, sim, wl, point, seed):
     mode = point["mode"]
     out = []
     for tag, kind, params in (("stream", "net_stream", wl["stream"]), ("rr", "net_rr", wl["rr"])):
-        io = {"name": "io", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]],
-              "workload": dict(params, kind=kind)}
+        io = {"name": "io", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": dict(params, kind=kind)}
         doms = [io]
         if mode == "corun":
             doms.append({"name": "cpu", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": {"kind": "cpu"}})
         elif mode != "alone":
             raise ConfigError(f"S1: unknown mode {mode!r}")
-        out.append((tag, {"seed": _seed(seed, tag), "duration_s": float(wl["duration_s"]), "warmup_s": float(wl["warmup_s"]),
-                          "host": wl["host"], "xen": _xen(sim, wl.get("xen")), "domains": doms}))
+        out.append(
+            (
+                tag,
+                {
+                    "seed": _seed(seed, tag),
+                    "duration_s": float(wl["duration_s"]),
+                    "warmup_s": float(wl["warmup_s"]),
+                    "host": wl["host"],
+                    "xen": _xen(sim, wl.get("xen")),
+                    "domains": doms,
+                },
+            )
+        )
     return out
 
 
@@ -169,30 +202,59 @@ def _s2(study, variant, sim, wl, point, seed):
     ncpu = wl["host"]["sockets"] * wl["host"]["cores_per_socket"] * wl["host"].get("threads_per_core", 1)
     nvm = max(1, (k * ncpu) // vpv)
     doms = [{"name": f"vm{i}", "vcpus": vpv, "workload": w} for i in range(nvm)]
-    return [("storm", {"seed": _seed(seed, "s2"), "duration_s": float(wl["duration_s"]), "warmup_s": float(wl["warmup_s"]),
-                       "host": wl["host"], "xen": _xen(sim, wl.get("xen")), "domains": doms})]
+    return [
+        (
+            "storm",
+            {
+                "seed": _seed(seed, "s2"),
+                "duration_s": float(wl["duration_s"]),
+                "warmup_s": float(wl["warmup_s"]),
+                "host": wl["host"],
+                "xen": _xen(sim, wl.get("xen")),
+                "domains": doms,
+            },
+        )
+    ]
 
 
 def _s2_metrics(study, res, point, wl):
     r = res["storm"]
-    return ({"ops_per_s": sum(d["ops_per_s"] for d in r["domains"]), "wait_p99_us": r["lock_wait"]["p99_us"]},
-            {"ops_per_s": [d["ops_per_s"] for d in r["domains"]]})
+    return (
+        {"ops_per_s": sum(d["ops_per_s"] for d in r["domains"]), "wait_p99_us": r["lock_wait"]["p99_us"]},
+        {"ops_per_s": [d["ops_per_s"] for d in r["domains"]]},
+    )
 
 
 def _s3(study, variant, sim, wl, point, seed):
     n = int(point["vms"])
     w = dict(wl["workload"], kind="loop")
     doms = [{"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": w} for i in range(n)]
-    return [("jbb", {"seed": _seed(seed, "s3"), "duration_s": float(wl["duration_s"]), "warmup_s": float(wl["warmup_s"]),
-                     "host": wl["host"], "cache": wl["cache"], "xen": _xen(sim, wl.get("xen")), "domains": doms})]
+    return [
+        (
+            "jbb",
+            {
+                "seed": _seed(seed, "s3"),
+                "duration_s": float(wl["duration_s"]),
+                "warmup_s": float(wl["warmup_s"]),
+                "host": wl["host"],
+                "cache": wl["cache"],
+                "xen": _xen(sim, wl.get("xen")),
+                "domains": doms,
+            },
+        )
+    ]
 
 
 def _s3_metrics(study, res, point, wl):
     r = res["jbb"]
     scale = float(wl.get("ops_scale", 1.0))
-    return ({"throughput": scale * sum(d["ops_per_s"] for d in r["domains"]),
-             "migrations": r["counters"]["migrations"] / r["measured_s"]},
-            {"throughput": [scale * d["ops_per_s"] for d in r["domains"]]})
+    return (
+        {
+            "throughput": scale * sum(d["ops_per_s"] for d in r["domains"]),
+            "migrations": r["counters"]["migrations"] / r["measured_s"],
+        },
+        {"throughput": [scale * d["ops_per_s"] for d in r["domains"]]},
+    )
 
 
 def _s4(study, variant, sim, wl, point, seed):
@@ -204,11 +266,13 @@ def _s4(study, variant, sim, wl, point, seed):
     placement = _need(sim, "placement", f"variants.{variant}.sim")
     out = []
     for kind in ("specjbb", "sysbench", "lmbench"):
-        kw = dict(wl["kinds"][kind]); kw.pop("scale", None); kw.pop("metric", None)
+        kw = dict(wl["kinds"][kind])
+        kw.pop("scale", None)
+        kw.pop("metric", None)
         kw["kind"] = "loop"
         doms = []
         for i in range(n):
-            node = i % nodes                       # libxl-style placement: VMs alternate between nodes
+            node = i % nodes  # libxl-style placement: VMs alternate between nodes
             cpus = list(range(node * per, (node + 1) * per))
             d = {"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "home_node": node, "workload": kw}
             if placement == "pinned":
@@ -218,9 +282,21 @@ def _s4(study, variant, sim, wl, point, seed):
             elif placement != "none":
                 raise ConfigError(f"S4: unknown placement {placement!r}")
             doms.append(d)
-        out.append((kind, {"seed": _seed(seed, kind), "duration_s": float(wl["duration_s"]), "warmup_s": float(wl["warmup_s"]),
-                           "host": host, "memory": wl["memory"], "cache": wl.get("cache", {}),
-                           "xen": _xen(sim, wl.get("xen")), "domains": doms}))
+        out.append(
+            (
+                kind,
+                {
+                    "seed": _seed(seed, kind),
+                    "duration_s": float(wl["duration_s"]),
+                    "warmup_s": float(wl["warmup_s"]),
+                    "host": host,
+                    "memory": wl["memory"],
+                    "cache": wl.get("cache", {}),
+                    "xen": _xen(sim, wl.get("xen")),
+                    "domains": doms,
+                },
+            )
+        )
     return out
 
 
@@ -241,19 +317,45 @@ def _s4_metrics(study, res, point, wl):
     return m, samples
 
 
-BUILDERS = {"s0": (_s0, _s0_metrics), "s1": (_s1, _s1_metrics), "s2": (_s2, _s2_metrics),
-            "s3": (_s3, _s3_metrics), "s4": (_s4, _s4_metrics)}
+BUILDERS = {
+    "s0": (_s0, _s0_metrics),
+    "s1": (_s1, _s1_metrics),
+    "s2": (_s2, _s2_metrics),
+    "s3": (_s3, _s3_metrics),
+    "s4": (_s4, _s4_metrics),
+}
 
-_COUNTER_KEYS = ("context_switches", "migrations", "steals", "boosts", "boosts_on_migration", "yields",
-                 "yields_changed", "tickles", "kickaways", "ratelimited", "push_moves", "tick_migrations",
-                 "parks", "cachehot_skips", "pick_avoids", "spin_s", "runnable_wait_s")
+_COUNTER_KEYS = (
+    "context_switches",
+    "migrations",
+    "steals",
+    "boosts",
+    "boosts_on_migration",
+    "yields",
+    "yields_changed",
+    "tickles",
+    "kickaways",
+    "ratelimited",
+    "push_moves",
+    "tick_migrations",
+    "parks",
+    "cachehot_skips",
+    "pick_avoids",
+    "spin_s",
+    "runnable_wait_s",
+)
 
 
 class SimTestbed(Testbed):
     name = "sim"
 
-    def __init__(self, binary: str | os.PathLike | None = None, build: bool = True, timeout: float = 900,
-                 trace_dir: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        binary: str | os.PathLike | None = None,
+        build: bool = True,
+        timeout: float = 900,
+        trace_dir: str | os.PathLike | None = None,
+    ):
         self.binary = Path(binary) if binary else BINARY
         self.build = build
         self.timeout = timeout
@@ -267,10 +369,16 @@ class SimTestbed(Testbed):
             cc = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
         except (OSError, IndexError):
             cc = "unknown"
-        return {"testbed": "sim", "simulator": version, "binary": str(b.relative_to(REPO)) if b.is_relative_to(REPO) else str(b),
-                "binary_sha256": _sha256_file(b), "sources_sha256": sources_hash(),
-                "sources": {f.relative_to(SIM_DIR).as_posix(): _sha256_file(f) for f in source_files()},
-                "compiler": cc, "cflags": "-O2 -std=c11"}
+        return {
+            "testbed": "sim",
+            "simulator": version,
+            "binary": str(b.relative_to(REPO)) if b.is_relative_to(REPO) else str(b),
+            "binary_sha256": _sha256_file(b),
+            "sources_sha256": sources_hash(),
+            "sources": {f.relative_to(SIM_DIR).as_posix(): _sha256_file(f) for f in source_files()},
+            "compiler": cc,
+            "cflags": "-O2 -std=c11",
+        }
 
     def build_id(self, study: dict, variant: str) -> str:
         sim = (study.get("variants", {}).get(variant) or {}).get("sim", {}) or {}
@@ -321,11 +429,15 @@ class SimTestbed(Testbed):
             counters[pre + "sim_time_s"] = r["sim_time_s"]
             counters[pre + "boosts_by_domain"] = {d["name"]: d["boosts"] for d in r["domains"]}
             counters[pre + "spin_s_by_domain"] = {d["name"]: d["spin_s"] for d in r["domains"]}
-        return RunResult(metrics={k: float(metrics[k]) for k in names}, counters=counters,
-                         samples={k: [float(x) for x in v] for k, v in samples.items()})
+        return RunResult(
+            metrics={k: float(metrics[k]) for k in names},
+            counters=counters,
+            samples={k: [float(x) for x in v] for k, v in samples.items()},
+        )
 
 
 # ---------------------------------------------------------------- traces: timelines for figures and checks
+
 
 def read_trace(path: str | os.PathLike) -> list[dict]:
     """The JSON-lines trace written by a scenario with `trace` (sim/README.md, "Trace")."""
@@ -344,10 +456,10 @@ def trace_timeline(events: list[dict], end_ns: int | None = None) -> dict:
       why "holder" (preempted inside the critical section) or "grantee" (a FIFO lock handed to a preempted waiter).
     Open intervals are closed at `end_ns` (the scenario's duration; default: the last event).
     """
-    run: dict[int, tuple | None] = {}            # cpu -> (dom, vcpu)
-    where: dict[tuple, int] = {}                 # (dom, vcpu) -> cpu while running
-    gstate: dict[tuple, tuple] = {}              # (dom, vcpu) -> ("work"|"hold"|"spin", lock)
-    owner: dict[tuple, tuple] = {}               # (dom, lock) -> (vcpu, "holder"|"grantee")
+    run: dict[int, tuple | None] = {}  # cpu -> (dom, vcpu)
+    where: dict[tuple, int] = {}  # (dom, vcpu) -> cpu while running
+    gstate: dict[tuple, tuple] = {}  # (dom, vcpu) -> ("work"|"hold"|"spin", lock)
+    owner: dict[tuple, tuple] = {}  # (dom, lock) -> (vcpu, "holder"|"grantee")
     open_seg: dict[int, dict] = {}
     open_gap: dict[tuple, dict] = {}
     segs, marks, gaps = [], [], []
@@ -401,7 +513,7 @@ def trace_timeline(events: list[dict], end_ns: int | None = None) -> dict:
             if e["dom"] >= 0:
                 where[dv] = cpu
             refresh(cpu)
-            for (d, lk), o in list(owner.items()):
+            for d, lk in list(owner):
                 if (prev and d == prev[0]) or d == e["dom"]:
                     refresh_gap(d, lk)
             if prev is not None and mode_of(prev)[0] == "hold" and run[cpu] != prev:
@@ -451,8 +563,9 @@ def trace_timeline(events: list[dict], end_ns: int | None = None) -> dict:
 MECHANISM_STUDIES = ("s0", "s2")
 
 
-def mechanism_scenario(study: dict, variant_sim: dict, seed: int, trace_file: str | os.PathLike,
-                       duration_s: float = 0.5, vms: int = 2) -> dict:
+def mechanism_scenario(
+    study: dict, variant_sim: dict, seed: int, trace_file: str | os.PathLike, duration_s: float = 0.5, vms: int = 2
+) -> dict:
     """A short traced scenario from a study's `sim_workload` (S0 or S2) at `vms` VMs (S0) / overcommit `vms` (S2):
     lock holders and waiters preempted, the rest spinning.  `variant_sim` is a `variants.*.sim` dict (e.g.
     {"yield": "noop"}, {"yield": "credit1"}, {"lock": "pv-ticket"}).  Same seed -> same scenario."""
@@ -462,23 +575,24 @@ def mechanism_scenario(study: dict, variant_sim: dict, seed: int, trace_file: st
         raise RunFailed(f"mechanism_scenario: needs S0 or S2 with a sim_workload (got {sid!r})")
     sim = dict(variant_sim)
     if sid == "s0":
-        (_, sc), = _s0(study, "mechanism", sim, wl, {"vms": vms}, int(seed))
+        ((_, sc),) = _s0(study, "mechanism", sim, wl, {"vms": vms}, int(seed))
         for d in sc["domains"]:
-            if d["workload"].get("kind") == "loop":   # a window of the build, not the whole build
+            if d["workload"].get("kind") == "loop":  # a window of the build, not the whole build
                 d["workload"] = {k: v for k, v in d["workload"].items() if k != "job_work_s"}
         sc = {k: v for k, v in sc.items() if k != "stop_when_done"}
-        sc["domains"] = [d for d in sc["domains"] if d["workload"].get("kind") != "idle"]   # idle VMs never run
+        sc["domains"] = [d for d in sc["domains"] if d["workload"].get("kind") != "idle"]  # idle VMs never run
     else:
         sim.setdefault("lock", "ticket")
-        (_, sc), = _s2(study, "mechanism", sim, wl, {"overcommit": vms}, int(seed))
+        ((_, sc),) = _s2(study, "mechanism", sim, wl, {"overcommit": vms}, int(seed))
         sc = {k: v for k, v in sc.items() if k != "warmup_s"}
     sc["duration_s"] = float(duration_s)
     sc["trace"] = {"file": str(trace_file), "limit": 5_000_000}
     return sc
 
 
-def mechanism_window(timeline: dict, length_ms: float = 40.0, min_gap_ms: float = 1.0,
-                     after_ms: float = 50.0, lead_ms: float = 5.0) -> tuple[int, int, dict]:
+def mechanism_window(
+    timeline: dict, length_ms: float = 40.0, min_gap_ms: float = 1.0, after_ms: float = 50.0, lead_ms: float = 5.0
+) -> tuple[int, int, dict]:
     """The first time (after `after_ms`) a lock's owner -- its holder, or a waiter a FIFO lock was handed to --
     is off-CPU for at least `min_gap_ms` while another vCPU of its domain spins on a pCPU.  Returns the window
     (t0_ns, t1_ns) = gap start - lead_ms .. + length_ms, and the gap."""
@@ -495,13 +609,23 @@ def mechanism_window(timeline: dict, length_ms: float = 40.0, min_gap_ms: float 
 def window_stats(timeline: dict, events: list[dict], t0: int, t1: int) -> dict:
     """Per-window numbers: ms spinning / working / holding (summed over pCPUs), ms with a lock owner off-CPU,
     and counts of yields, polls, kicks, BOOSTs and context switches."""
+
     def clip(a, b):
         return max(0, min(b, t1) - max(a, t0))
-    out = {m: sum(clip(s["t0"], s["t1"]) for s in timeline["segments"] if s["mode"] == m) / 1e6
-           for m in ("spin", "work", "hold")}
+
+    out = {
+        m: sum(clip(s["t0"], s["t1"]) for s in timeline["segments"] if s["mode"] == m) / 1e6
+        for m in ("spin", "work", "hold")
+    }
     out["owner_off_ms"] = sum(clip(g["t0"], g["t1"]) for g in timeline["owner_gaps"]) / 1e6
-    names = {"yield": "GUEST_YIELD", "poll": "GUEST_LOCK_POLL", "kick": "GUEST_LOCK_KICK",
-             "boost": "TRC_CSCHED_BOOST_START", "switch": "TRC_SCHED_SWITCH", "acquired": "GUEST_LOCK_ACQUIRED"}
+    names = {
+        "yield": "GUEST_YIELD",
+        "poll": "GUEST_LOCK_POLL",
+        "kick": "GUEST_LOCK_KICK",
+        "boost": "TRC_CSCHED_BOOST_START",
+        "switch": "TRC_SCHED_SWITCH",
+        "acquired": "GUEST_LOCK_ACQUIRED",
+    }
     for k, ev in names.items():
         out[k] = sum(1 for e in events if e["ev"] == ev and t0 <= e["t_ns"] < t1)
     out["spin_ms"], out["work_ms"], out["hold_ms"] = out.pop("spin"), out.pop("work"), out.pop("hold")

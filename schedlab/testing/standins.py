@@ -19,6 +19,7 @@
 
 Both need root (namespaces, sshd). Everything listens on 127.0.0.1 only.
 """
+
 from __future__ import annotations
 
 import os
@@ -106,16 +107,34 @@ class SshdHost:
         self.proc: subprocess.Popen | None = None
         for key in (self.host_key, self.client_key):
             if not key.exists():
-                subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "schedlab-test",
-                                "-f", str(key)], check=True, capture_output=True)
+                subprocess.run(
+                    ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "schedlab-test", "-f", str(key)],
+                    check=True,
+                    capture_output=True,
+                )
         (self.dir / "authorized_keys").write_text(Path(f"{self.client_key}.pub").read_text())
         hostpub = Path(f"{self.host_key}.pub").read_text().split()
         self.known_hosts.write_text(f"{self.alias} {hostpub[0]} {hostpub[1]}\n")
-        (self.dir / "sshd_config").write_text("\n".join([
-            f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {self.host_key}",
-            "PidFile none", f"AuthorizedKeysFile {self.dir / 'authorized_keys'}",
-            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
-            "StrictModes no", "UsePAM no", "PrintMotd no", "LogLevel INFO", "MaxStartups 50", ""]))
+        (self.dir / "sshd_config").write_text(
+            "\n".join(
+                [
+                    f"Port {self.port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {self.host_key}",
+                    "PidFile none",
+                    f"AuthorizedKeysFile {self.dir / 'authorized_keys'}",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "PermitRootLogin prohibit-password",
+                    "StrictModes no",
+                    "UsePAM no",
+                    "PrintMotd no",
+                    "LogLevel INFO",
+                    "MaxStartups 50",
+                    "",
+                ]
+            )
+        )
         # the power-on script: new PID + mount namespace, fresh boot_id, sshd in the foreground
         script = self.dir / "power-on.sh"
         script.write_text(
@@ -123,9 +142,10 @@ class SshdHost:
             f"cat /proc/sys/kernel/random/uuid > {_safe(self.dir)}/boot_id\n"
             f"exec unshare --pid --fork --kill-child --mount --propagation private sh -c "
             f"'mount --bind {_safe(self.dir)}/boot_id /proc/sys/kernel/random/boot_id && "
-            f"exec {_safe(Path(self.sshd))} -D -e -f {_safe(self.dir)}/sshd_config' >> {_safe(self.log)} 2>&1\n")
+            f"exec {_safe(Path(self.sshd))} -D -e -f {_safe(self.dir)}/sshd_config' >> {_safe(self.log)} 2>&1\n"
+        )
         script.chmod(0o755)
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)   # sshd's privilege separation directory
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
 
     def start_argv(self) -> list[str]:
         return [str(self.dir / "power-on.sh")]
@@ -145,8 +165,10 @@ class SshdHost:
             except OSError:
                 pass
             time.sleep(0.1)
-        raise TimeoutError(f"sshd on 127.0.0.1:{self.port} not listening after {timeout}s; log:\n"
-                           + (self.log.read_text()[-2000:] if self.log.exists() else ""))
+        raise TimeoutError(
+            f"sshd on 127.0.0.1:{self.port} not listening after {timeout}s; log:\n"
+            + (self.log.read_text()[-2000:] if self.log.exists() else "")
+        )
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -161,14 +183,23 @@ class IpmiSim:
     """ipmi_sim serving IPMI v2.0 (RMCP+) on 127.0.0.1:<port>, one admin user,
     chassis power wired to `startcmd` (argv list, run on power-on)."""
 
-    def __init__(self, workdir: Path, startcmd: list[str] | None = None, *, user: str = "schedlab",
-                 password: str | None = None, port: int | None = None, vm_port: int | None = None,
-                 startnow: bool = False,
-                 poweroff_wait: int = 1, kill_wait: int = 1):
+    def __init__(
+        self,
+        workdir: Path,
+        startcmd: list[str] | None = None,
+        *,
+        user: str = "schedlab",
+        password: str | None = None,
+        port: int | None = None,
+        vm_port: int | None = None,
+        startnow: bool = False,
+        poweroff_wait: int = 1,
+        kill_wait: int = 1,
+    ):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port(socket.SOCK_DGRAM)
-        self.vm_port = vm_port or free_port()   # the "VM" serial channel: QEMU's ipmi-bmc-extern connects here
+        self.vm_port = vm_port or free_port()  # the "VM" serial channel: QEMU's ipmi-bmc-extern connects here
         self.user = user
         self.password = password or secrets.token_hex(8)
         self.proc: subprocess.Popen | None = None
@@ -180,8 +211,10 @@ class IpmiSim:
             "  startlan 1",
             f"    addr 127.0.0.1 {self.port}",
             "    priv_limit admin",
-            "    allowed_auths_callback md5", "    allowed_auths_user md5",
-            "    allowed_auths_operator md5", "    allowed_auths_admin md5",
+            "    allowed_auths_callback md5",
+            "    allowed_auths_user md5",
+            "    allowed_auths_operator md5",
+            "    allowed_auths_admin md5",
             "    guid a123456789abcdefa123456789abcdef",
             "  endlan",
             # chassis power control acts on the VM channel; startcmd is the process it powers
@@ -189,38 +222,72 @@ class IpmiSim:
         ]
         if startcmd:
             lines.append('  startcmd "' + " ".join(_safe(Path(a)) if "/" in a else _arg(a) for a in startcmd) + '"')
-            lines += [f"  startnow {'true' if startnow else 'false'}", f"  poweroff_wait {int(poweroff_wait)}",
-                      f"  kill_wait {int(kill_wait)}"]
+            lines += [
+                f"  startnow {'true' if startnow else 'false'}",
+                f"  poweroff_wait {int(poweroff_wait)}",
+                f"  kill_wait {int(kill_wait)}",
+            ]
         lines.append(f'  user 2 true "{_arg(user)}" "{_arg(self.password)}" admin 10 md5')
         self.lan_conf = self.dir / "lan.conf"
-        fd = os.open(self.lan_conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # holds the password
+        fd = os.open(self.lan_conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds the password
         with os.fdopen(fd, "w") as f:
             f.write("\n".join(lines) + "\n")
         self.emu = self.dir / "bmc.emu"
-        self.emu.write_text("mc_setbmc 0x20\n"
-                            "mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr\n"
-                            "sel_enable 0x20 1000 0x0a\n"
-                            "mc_enable 0x20\n")
+        self.emu.write_text(
+            "mc_setbmc 0x20\n"
+            "mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr\n"
+            "sel_enable 0x20 1000 0x0a\n"
+            "mc_enable 0x20\n"
+        )
         self.log = self.dir / "ipmi_sim.log"
 
     def argv(self) -> list[str]:
         return ["ipmi_sim", "-c", str(self.lan_conf), "-f", str(self.emu), "-s", str(self.dir / "state"), "-n"]
 
     def start(self, timeout: float = 10) -> None:
-        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=open(self.log, "ab"),
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv(),
+            stdin=subprocess.DEVNULL,
+            stdout=open(self.log, "ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         env = {**os.environ, "IPMI_PASSWORD": self.password}
         t0 = time.monotonic()
         while True:
-            r = subprocess.run(["ipmitool", "-I", "lanplus", "-C", "3", "-H", "127.0.0.1", "-p", str(self.port),
-                                "-U", self.user, "-E", "-N", "1", "-R", "1", "mc", "info"],
-                               env=env, capture_output=True, text=True)
+            r = subprocess.run(
+                [
+                    "ipmitool",
+                    "-I",
+                    "lanplus",
+                    "-C",
+                    "3",
+                    "-H",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-U",
+                    self.user,
+                    "-E",
+                    "-N",
+                    "1",
+                    "-R",
+                    "1",
+                    "mc",
+                    "info",
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if r.returncode == 0:
                 return
             if self.proc.poll() is not None or time.monotonic() - t0 > timeout:
                 self.stop()
-                raise RuntimeError(f"ipmi_sim did not come up on 127.0.0.1:{self.port}: {r.stderr.strip()}\n"
-                                   + self.log.read_text()[-2000:])
+                raise RuntimeError(
+                    f"ipmi_sim did not come up on 127.0.0.1:{self.port}: {r.stderr.strip()}\n"
+                    + self.log.read_text()[-2000:]
+                )
             time.sleep(0.2)
 
     def powered_pids(self) -> list[int]:
@@ -232,7 +299,7 @@ class IpmiSim:
             return
         host = self.powered_pids()
         _kill(self.proc.pid, timeout=1, proc=self.proc)
-        for pid in host:          # a BMC going away must not leave its "host" running here: cut its power
+        for pid in host:  # a BMC going away must not leave its "host" running here: cut its power
             _sigkill(pid)
         self.proc = None
 
@@ -251,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     variable named by --password-env (default SCHEDLAB_BMC_PASSWORD), never argv."""
     import argparse
     import sys
+
     ap = argparse.ArgumentParser(prog="python -m schedlab.testing.standins")
     sub = ap.add_subparsers(dest="what", required=True)
     b = sub.add_parser("bmc", help="an ipmi_sim BMC on 127.0.0.1")
@@ -259,8 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--vm-port", type=int, default=None)
     b.add_argument("--user", default="schedlab")
     b.add_argument("--password-env", default="SCHEDLAB_BMC_PASSWORD")
-    b.add_argument("--poweroff-wait", type=int, default=1,
-                   help="seconds ipmi_sim waits after asking the VM to power off before killing it")
+    b.add_argument(
+        "--poweroff-wait",
+        type=int,
+        default=1,
+        help="seconds ipmi_sim waits after asking the VM to power off before killing it",
+    )
     b.add_argument("--kill-wait", type=int, default=1, help="seconds between SIGTERM and SIGKILL of the host")
     b.add_argument("startcmd", nargs="+")
     a = ap.parse_args(argv)
@@ -268,12 +340,23 @@ def main(argv: list[str] | None = None) -> int:
     if not pw:
         print(f"set {a.password_env} to the BMC password", file=sys.stderr)
         return 2
-    sim = IpmiSim(a.dir, a.startcmd, user=a.user, password=pw, port=a.port, vm_port=a.vm_port,
-                  poweroff_wait=a.poweroff_wait, kill_wait=a.kill_wait)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))     # stop cleanly: the BMC and its "host"
+    sim = IpmiSim(
+        a.dir,
+        a.startcmd,
+        user=a.user,
+        password=pw,
+        port=a.port,
+        vm_port=a.vm_port,
+        poweroff_wait=a.poweroff_wait,
+        kill_wait=a.kill_wait,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop cleanly: the BMC and its "host"
     sim.start()
-    print(f"ipmi_sim: IPMI over LAN on 127.0.0.1:{sim.port} (user {sim.user}); "
-          f"VM channel (QEMU ipmi-bmc-extern) on 127.0.0.1:{sim.vm_port}", flush=True)
+    print(
+        f"ipmi_sim: IPMI over LAN on 127.0.0.1:{sim.port} (user {sim.user}); "
+        f"VM channel (QEMU ipmi-bmc-extern) on 127.0.0.1:{sim.vm_port}",
+        flush=True,
+    )
     try:
         sim.proc.wait()
     except KeyboardInterrupt:

@@ -34,6 +34,7 @@ Files: $SCHEDLAB_CACHE/lab/<name>/ holds the keys (id_ed25519, known_hosts, keys
 the BMC password (bmc.pass, mode 600), the built images (images/<recipe key>/), and
 the machine's state: disk.qcow2, power-on.sh, bmc/ (ipmi_sim's files), qemu.out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,29 +52,28 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from schedlab.builds import images as qi
-
 from schedlab.lab.inventory import cache_root
 
 RECIPE_VERSION = 1
 NAME = "vhost0"
-HOST_KEY_ALIAS = qi.HOST_KEY_ALIAS           # the name known_hosts lists the host key under
-GRUB_DIR = Path("/usr/lib/grub/i386-pc")      # Debian grub-pc-bin
+HOST_KEY_ALIAS = qi.HOST_KEY_ALIAS  # the name known_hosts lists the host key under
+GRUB_DIR = Path("/usr/lib/grub/i386-pc")  # Debian grub-pc-bin
 # Installed into the tree with apt (chroot): what the lab driver runs on a host.
 PACKAGES = ["grub-common", "grub2-common"]
 # Embedded in core.img: enough to find the root partition by UUID and load the rest from /boot/grub.
 CORE_MODULES = ["biosdisk", "part_msdos", "ext2", "search_fs_uuid"]
 # Loaded by grub.cfg itself (the rest autoload from /boot/grub/i386-pc when a command needs them).
 CFG_MODULES = ["serial", "terminal", "loadenv", "part_msdos", "ext2", "gzio", "multiboot2", "search"]
-PART_OFFSET = 1 << 20                           # the partition starts at 1 MiB (sector 2048)
+PART_OFFSET = 1 << 20  # the partition starts at 1 MiB (sector 2048)
 DEFAULT_ENTRY = "vhost-default"
 DEFAULT_XEN_CMDLINE = "console=com1 com1=115200,8n1 dom0_mem=1024M,max:1024M dom0_max_vcpus=1"
 DEFAULT_DOM0_CMDLINE = "root=/dev/vda1 rw console=hvc0 earlyprintk=xen net.ifnames=0 init=/sbin/schedlab-init"
-RUN_DIR = Path("/run/schedlab")                 # serial socket + console log (short paths: unix sockets)
+RUN_DIR = Path("/run/schedlab")  # serial socket + console log (short paths: unix sockets)
 
 Log = Callable[[str], None]
 
@@ -92,8 +92,10 @@ def _run(argv, log: Log | None = None, **kw) -> subprocess.CompletedProcess:
         log("$ " + shlex.join(map(str, argv)))
     res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, **kw)
     if res.returncode != 0:
-        raise RuntimeError(f"command failed ({res.returncode}): {shlex.join(map(str, argv))}\n"
-                           f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+        raise RuntimeError(
+            f"command failed ({res.returncode}): {shlex.join(map(str, argv))}\n"
+            f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        )
     return res
 
 
@@ -103,20 +105,28 @@ def _key(obj) -> str:
 
 # --- keys: the host's identity outlives image rebuilds (like a reinstalled server's key backup) ---
 
+
 @dataclass
 class Keys:
     dir: Path
 
     @property
-    def host_key(self) -> Path: return self.dir / "keys" / "ssh_host_ed25519_key"
-    @property
-    def client_key(self) -> Path: return self.dir / "id_ed25519"
-    @property
-    def known_hosts(self) -> Path: return self.dir / "known_hosts"
-    @property
-    def bmc_password(self) -> Path: return self.dir / "bmc.pass"
+    def host_key(self) -> Path:
+        return self.dir / "keys" / "ssh_host_ed25519_key"
 
-    def ensure(self) -> "Keys":
+    @property
+    def client_key(self) -> Path:
+        return self.dir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.dir / "known_hosts"
+
+    @property
+    def bmc_password(self) -> Path:
+        return self.dir / "bmc.pass"
+
+    def ensure(self) -> Keys:
         """Generate what is missing: the host key, the client key, known_hosts (host key as
         HOST_KEY_ALIAS), the BMC password (mode 600)."""
         (self.dir / "keys").mkdir(parents=True, exist_ok=True)
@@ -131,25 +141,29 @@ class Keys:
         if not self.bmc_password.exists():
             fd = os.open(self.bmc_password, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_hex(8) + "\n")          # IPMI 2.0: at most 20 bytes
+                f.write(secrets.token_hex(8) + "\n")  # IPMI 2.0: at most 20 bytes
         return self
 
     def fingerprint(self) -> dict:
-        return {"host_key": hashlib.sha256(Path(f"{self.host_key}.pub").read_bytes()).hexdigest(),
-                "client_key": hashlib.sha256(Path(f"{self.client_key}.pub").read_bytes()).hexdigest()}
+        return {
+            "host_key": hashlib.sha256(Path(f"{self.host_key}.pub").read_bytes()).hexdigest(),
+            "client_key": hashlib.sha256(Path(f"{self.client_key}.pub").read_bytes()).hexdigest(),
+        }
 
 
 # --- the recipe ------------------------------------------------------------------------------------
 
+
 @dataclass
 class Inputs:
     """What the image is made of (all cached by schedlab.builds.images)."""
-    dom0_dir: Path          # dom0/<key>/: disk.img (the configured dom0 tree), vmlinuz, initrd.img
-    xen_dir: Path           # xen/<key>/: Debian's prebuilt hypervisor, the tools' version
-    kernel: str             # dom0 kernel release
+
+    dom0_dir: Path  # dom0/<key>/: disk.img (the configured dom0 tree), vmlinuz, initrd.img
+    xen_dir: Path  # xen/<key>/: Debian's prebuilt hypervisor, the tools' version
+    kernel: str  # dom0 kernel release
 
     @classmethod
-    def find(cls, *, build: bool = False, log: Log | None = None) -> "Inputs":
+    def find(cls, *, build: bool = False, log: Log | None = None) -> Inputs:
         im = qi.ensure_images(build=build, log=log)
         return cls(dom0_dir=im.dom0_dir, xen_dir=im.xen_dir, kernel=im.dom0_meta["kernel"])
 
@@ -163,11 +177,19 @@ def _recipe_code() -> str:
 
 
 def recipe(inputs: Inputs, keys: Keys) -> dict:
-    return {"recipe": RECIPE_VERSION, "what": "lab-vhost-disk", "dom0": inputs.dom0_dir.name,
-            "xen_sha256": inputs.xen_meta()["sha256"], "kernel": inputs.kernel, "packages": PACKAGES,
-            "core_modules": CORE_MODULES, "cfg_modules": CFG_MODULES,
-            "default": {"xen": DEFAULT_XEN_CMDLINE, "dom0": DEFAULT_DOM0_CMDLINE},
-            "keys": keys.fingerprint(), "code": _recipe_code()}
+    return {
+        "recipe": RECIPE_VERSION,
+        "what": "lab-vhost-disk",
+        "dom0": inputs.dom0_dir.name,
+        "xen_sha256": inputs.xen_meta()["sha256"],
+        "kernel": inputs.kernel,
+        "packages": PACKAGES,
+        "core_modules": CORE_MODULES,
+        "cfg_modules": CFG_MODULES,
+        "default": {"xen": DEFAULT_XEN_CMDLINE, "dom0": DEFAULT_DOM0_CMDLINE},
+        "keys": keys.fingerprint(),
+        "code": _recipe_code(),
+    }
 
 
 def image_key(inputs: Inputs, keys: Keys) -> str:
@@ -179,8 +201,9 @@ def fs_uuid(key: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"schedlab-lab-vhost:{key}"))
 
 
-def grub_cfg(*, uuid_: str, kernel: str, xen_cmdline: str = DEFAULT_XEN_CMDLINE,
-             dom0_cmdline: str = DEFAULT_DOM0_CMDLINE) -> str:
+def grub_cfg(
+    *, uuid_: str, kernel: str, xen_cmdline: str = DEFAULT_XEN_CMDLINE, dom0_cmdline: str = DEFAULT_DOM0_CMDLINE
+) -> str:
     """The static /boot/grub/grub.cfg: serial console, grubenv's one-shot next_entry
     (what grub-reboot sets; consumed here, as Debian's 00_header does), the host's default
     entry (Debian's Xen 4.17 + the dom0 kernel, multiboot2), then the driver's schedlab.cfg."""
@@ -238,6 +261,7 @@ def load_cfg(uuid_: str) -> str:
 
 # --- building ----------------------------------------------------------------------------------------
 
+
 def image_dir(name: str = NAME, *, build: bool = False, log: Log | None = _stderr) -> Path:
     """images/<key>/ of the current recipe (built if `build`, else FileNotFoundError if missing)."""
     keys = Keys(home(name)).ensure()
@@ -246,8 +270,7 @@ def image_dir(name: str = NAME, *, build: bool = False, log: Log | None = _stder
     if (final / "meta.json").exists():
         return final
     if not build:
-        raise FileNotFoundError(f"virtual lab host image not built: {final} "
-                                f"(python -m schedlab.testing.vhost build)")
+        raise FileNotFoundError(f"virtual lab host image not built: {final} (python -m schedlab.testing.vhost build)")
     built = build_image(name, log=log)
     prune_images(name, keep=built, log=log)
     return built
@@ -280,8 +303,12 @@ def build_image(name: str = NAME, *, log: Log | None = _stderr) -> Path:
         return final
     if os.geteuid() != 0:
         raise PermissionError("building the virtual lab host's disk needs root (loop mount, chroot)")
-    for tool, pkg in (("grub-mkimage", "grub-common"), ("sfdisk", "fdisk"), ("mkfs.ext4", "e2fsprogs"),
-                      ("grub-editenv", "grub-common")):
+    for tool, pkg in (
+        ("grub-mkimage", "grub-common"),
+        ("sfdisk", "fdisk"),
+        ("mkfs.ext4", "e2fsprogs"),
+        ("grub-editenv", "grub-common"),
+    ):
         if not shutil.which(tool):
             raise RuntimeError(f"{tool} not found (apt-get install {pkg})")
     if not (GRUB_DIR / "boot.img").exists():
@@ -308,11 +335,20 @@ def build_image(name: str = NAME, *, log: Log | None = _stderr) -> Path:
         shutil.rmtree(root)
         (tmp / "grub.cfg").write_text(cfg)
         grub_version = _run(["dpkg-query", "-W", "-f", "${Version}", "grub-pc-bin"]).stdout.strip()
-        meta = {"name": name, "key": key, "recipe": recipe(inputs, keys), "fs_uuid": uid,
-                "kernel": inputs.kernel, "xen": {k: inputs.xen_meta().get(k) for k in ("package", "version", "sha256")},
-                "packages": versions, "grub_pc_bin": grub_version, "default_entry": DEFAULT_ENTRY,
-                "sizes_bytes": sizes, "build_seconds": times,
-                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        meta = {
+            "name": name,
+            "key": key,
+            "recipe": recipe(inputs, keys),
+            "fs_uuid": uid,
+            "kernel": inputs.kernel,
+            "xen": {k: inputs.xen_meta().get(k) for k in ("package", "version", "sha256")},
+            "packages": versions,
+            "grub_pc_bin": grub_version,
+            "default_entry": DEFAULT_ENTRY,
+            "sizes_bytes": sizes,
+            "build_seconds": times,
+            "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     except BaseException:
         _umount_all(tmp)
@@ -326,8 +362,9 @@ def build_image(name: str = NAME, *, log: Log | None = _stderr) -> Path:
 
 
 def _umount_all(tmp: Path) -> None:
-    for m in sorted((p for p in Path("/proc/self/mounts").read_text().split("\n") if str(tmp) in p),
-                    key=len, reverse=True):
+    for m in sorted(
+        (p for p in Path("/proc/self/mounts").read_text().split("\n") if str(tmp) in p), key=len, reverse=True
+    ):
         subprocess.run(["umount", "-l", m.split()[1]], capture_output=True)
 
 
@@ -340,8 +377,13 @@ def _copy_dom0_tree(disk: Path, root: Path, mnt: Path, log: Log | None) -> None:
     finally:
         _run(["umount", mnt], log)
         mnt.rmdir()
-    for need in ("sbin/schedlab-init", "var/lib/schedlab/guest/vmlinuz", "var/lib/schedlab/guest/initrd.img",
-                 "usr/sbin/sshd", "usr/sbin/xl"):
+    for need in (
+        "sbin/schedlab-init",
+        "var/lib/schedlab/guest/vmlinuz",
+        "var/lib/schedlab/guest/initrd.img",
+        "usr/sbin/sshd",
+        "usr/sbin/xl",
+    ):
         if not (root / need).exists():
             raise RuntimeError(f"the dom0 tree from {disk} has no /{need}")
 
@@ -352,20 +394,34 @@ def _install_packages(root: Path, packages: list[str], log: Log | None) -> dict[
     resolv = root / "etc/resolv.conf"
     saved = resolv.read_bytes() if resolv.exists() and not resolv.is_symlink() else None
     policy = root / "usr/sbin/policy-rc.d"
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C",
-           "HOME": "/root"}
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C", "HOME": "/root"}
     before = set(_run(["chroot", root, "dpkg-query", "-W", "-f", "${Package}\n"]).stdout.split())
     try:
         if resolv.is_symlink():
             resolv.unlink()
         shutil.copy("/etc/resolv.conf", resolv)
-        policy.write_text("#!/bin/sh\nexit 101\n")        # no service starts in a chroot
+        policy.write_text("#!/bin/sh\nexit 101\n")  # no service starts in a chroot
         policy.chmod(0o755)
         _run(["mount", "-t", "proc", "proc", root / "proc"], log)
         try:
             _run(["nice", "-n", "10", "chroot", root, "apt-get", "-q", "update"], log, env=env)
-            _run(["nice", "-n", "10", "chroot", root, "apt-get", "-q", "-y", "--no-install-recommends",
-                  "install", *packages], log, env=env)
+            _run(
+                [
+                    "nice",
+                    "-n",
+                    "10",
+                    "chroot",
+                    root,
+                    "apt-get",
+                    "-q",
+                    "-y",
+                    "--no-install-recommends",
+                    "install",
+                    *packages,
+                ],
+                log,
+                env=env,
+            )
             _run(["chroot", root, "apt-get", "clean"], log, env=env)
         finally:
             _run(["umount", root / "proc"], log)
@@ -414,39 +470,79 @@ def _configure_tree(root: Path, inputs: Inputs, keys: Keys, cfg: str, key: str) 
     (g / "grub.cfg").write_text(cfg)
     (g / "grubenv").unlink(missing_ok=True)
     _run(["grub-editenv", g / "grubenv", "create"])
-    (root / "etc/schedlab-vhost.json").write_text(json.dumps({"image_key": key, "default_entry": DEFAULT_ENTRY},
-                                                             indent=1) + "\n")
+    (root / "etc/schedlab-vhost.json").write_text(
+        json.dumps({"image_key": key, "default_entry": DEFAULT_ENTRY}, indent=1) + "\n"
+    )
 
 
 def _assemble_disk(root: Path, disk: Path, uid: str, tmp: Path, log: Log | None) -> dict:
     """MBR disk: partition 1 (ext4 made from the tree, at 1 MiB) + GRUB: boot.img's code in
     the MBR, core.img (finds the partition by UUID, then /boot/grub) in the gap after it."""
     used = int(_run(["du", "-sb", "--apparent-size", root]).stdout.split()[0])
-    fs_mb = int(used * 1.3 / 2**20) + 1536        # room for installed builds, logs, guest consoles
+    fs_mb = int(used * 1.3 / 2**20) + 1536  # room for installed builds, logs, guest consoles
     fs = tmp / "rootfs.ext4"
-    _run(["nice", "-n", "10", "mkfs.ext4", "-q", "-F", "-L", "schedlab-vhost", "-U", uid,
-          "-E", f"root_owner=0:0,hash_seed={uid}", "-d", root, fs, f"{fs_mb}M"], log,
-         env={**os.environ, "E2FSPROGS_FAKE_TIME": "0"})
+    _run(
+        [
+            "nice",
+            "-n",
+            "10",
+            "mkfs.ext4",
+            "-q",
+            "-F",
+            "-L",
+            "schedlab-vhost",
+            "-U",
+            uid,
+            "-E",
+            f"root_owner=0:0,hash_seed={uid}",
+            "-d",
+            root,
+            fs,
+            f"{fs_mb}M",
+        ],
+        log,
+        env={**os.environ, "E2FSPROGS_FAKE_TIME": "0"},
+    )
     size = PART_OFFSET + fs_mb * 2**20
     with open(disk, "wb") as f:
         f.truncate(size)
-    _run(["sfdisk", "--no-reread", "--no-tell-kernel", disk], log,
-         input=f"label: dos\nlabel-id: 0x{uid[:8]}\nstart=2048, type=83, bootable\n")
-    _run(["dd", f"if={fs}", f"of={disk}", "bs=1M", f"seek={PART_OFFSET >> 20}", "conv=sparse,notrunc",
-          "status=none"], log)
+    _run(
+        ["sfdisk", "--no-reread", "--no-tell-kernel", disk],
+        log,
+        input=f"label: dos\nlabel-id: 0x{uid[:8]}\nstart=2048, type=83, bootable\n",
+    )
+    _run(
+        ["dd", f"if={fs}", f"of={disk}", "bs=1M", f"seek={PART_OFFSET >> 20}", "conv=sparse,notrunc", "status=none"],
+        log,
+    )
     fs.unlink()
     (tmp / "load.cfg").write_text(load_cfg(uid))
     core = tmp / "core.img"
-    _run(["grub-mkimage", "-O", "i386-pc", "-d", GRUB_DIR, "-c", tmp / "load.cfg", "-p", "/boot/grub",
-          "-o", core, *CORE_MODULES], log)
+    _run(
+        [
+            "grub-mkimage",
+            "-O",
+            "i386-pc",
+            "-d",
+            GRUB_DIR,
+            "-c",
+            tmp / "load.cfg",
+            "-p",
+            "/boot/grub",
+            "-o",
+            core,
+            *CORE_MODULES,
+        ],
+        log,
+    )
     core_bytes = core.read_bytes()
     if len(core_bytes) > PART_OFFSET - 512:
         raise RuntimeError(f"core.img is {len(core_bytes)} bytes: does not fit before the partition")
     boot_img = (GRUB_DIR / "boot.img").read_bytes()
     with open(disk, "r+b") as f:
-        f.write(boot_img[:440])                   # boot code only: keep the disk signature and partition table
+        f.write(boot_img[:440])  # boot code only: keep the disk signature and partition table
         f.seek(512)
-        f.write(core_bytes)                       # boot.img loads sector 1; diskboot's blocklist the rest
+        f.write(core_bytes)  # boot.img loads sector 1; diskboot's blocklist the rest
     # GRUB itself must read the result: its ext2 driver through the partition table
     got = _run(["grub-fstest", disk, "cat", "(loop0,msdos1)/boot/grub/grub.cfg"]).stdout
     if got != (root / "boot/grub/grub.cfg").read_text():
@@ -459,21 +555,35 @@ def _assemble_disk(root: Path, disk: Path, uid: str, tmp: Path, log: Log | None)
 
 # --- the machine -------------------------------------------------------------------------------------
 
+
 class VHost:
     """One virtual lab host: its disk, its QEMU command (the BMC's startcmd) and its BMC.
 
     Defaults come from the inventory entry `name` (ssh port, BMC port, topology, memory);
     the BMC's VM channel (QEMU's ipmi-bmc-extern) is on bmc_port + 1 unless given."""
 
-    def __init__(self, name: str = NAME, *, inventory=None, state: Path | None = None,
-                 run_dir: Path | None = None, ssh_port: int | None = None, bmc_port: int | None = None,
-                 vm_port: int | None = None, smp: int | None = None, memory_mb: int | None = None,
-                 cpu: str = "Haswell-noTSX", accel: str = "tcg,thread=multi"):
+    def __init__(
+        self,
+        name: str = NAME,
+        *,
+        inventory=None,
+        state: Path | None = None,
+        run_dir: Path | None = None,
+        ssh_port: int | None = None,
+        bmc_port: int | None = None,
+        vm_port: int | None = None,
+        smp: int | None = None,
+        memory_mb: int | None = None,
+        cpu: str = "Haswell-noTSX",
+        accel: str = "tcg,thread=multi",
+    ):
         from schedlab.lab.inventory import load_inventory
+
         self.name = name
         self.keys = Keys(home(name))
-        inv = inventory if inventory is not None and not isinstance(inventory, (str, Path)) \
-            else load_inventory(inventory)
+        inv = (
+            inventory if inventory is not None and not isinstance(inventory, (str, Path)) else load_inventory(inventory)
+        )
         self.spec = inv.hosts.get(name)
         t = self.spec.topology if self.spec else {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1}
         self.topology = (t["sockets"], t["cores_per_socket"], t["threads_per_core"])
@@ -503,8 +613,10 @@ class VHost:
         if self.disk.exists() and not reset and have and have.get("image") == want["image"]:
             return self.disk
         if self.disk.exists() and log:
-            log(f"{self.name}: {'resetting' if reset else 'reinstalling (new image ' + image.name + ')'}: "
-                f"replacing {self.disk}")
+            log(
+                f"{self.name}: {'resetting' if reset else 'reinstalling (new image ' + image.name + ')'}: "
+                f"replacing {self.disk}"
+            )
         self.state.mkdir(parents=True, exist_ok=True)
         tmp = self.disk.with_name(self.disk.name + ".tmp")
         tmp.unlink(missing_ok=True)
@@ -518,17 +630,43 @@ class VHost:
         s, c, t = self.topology
         if self.smp != s * c * t:
             s, c, t = 1, self.smp, 1
-        return ["nice", "-n", "10", "qemu-system-x86_64", "-name", self.name,
-                "-accel", self.accel, "-cpu", self.cpu, "-smp", f"{self.smp},sockets={s},cores={c},threads={t}",
-                "-m", str(self.memory_mb), "-nodefaults", "-display", "none", "-monitor", "none",
-                "-drive", f"file={self.disk},if=virtio,format=qcow2,cache=writeback",
-                "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22",
-                "-device", "virtio-net-pci,netdev=n0",
-                "-chardev", f"socket,id=ser0,path={self.serial_sock},server=on,wait=off,"
-                            f"logfile={self.console_log},logappend=on",
-                "-serial", "chardev:ser0",
-                "-chardev", f"socket,id=ipmi0,host=127.0.0.1,port={self.vm_port},reconnect=10",
-                "-device", "ipmi-bmc-extern,id=bmc0,chardev=ipmi0", "-device", "isa-ipmi-kcs,bmc=bmc0"]
+        return [
+            "nice",
+            "-n",
+            "10",
+            "qemu-system-x86_64",
+            "-name",
+            self.name,
+            "-accel",
+            self.accel,
+            "-cpu",
+            self.cpu,
+            "-smp",
+            f"{self.smp},sockets={s},cores={c},threads={t}",
+            "-m",
+            str(self.memory_mb),
+            "-nodefaults",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-drive",
+            f"file={self.disk},if=virtio,format=qcow2,cache=writeback",
+            "-netdev",
+            f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22",
+            "-device",
+            "virtio-net-pci,netdev=n0",
+            "-chardev",
+            f"socket,id=ser0,path={self.serial_sock},server=on,wait=off,logfile={self.console_log},logappend=on",
+            "-serial",
+            "chardev:ser0",
+            "-chardev",
+            f"socket,id=ipmi0,host=127.0.0.1,port={self.vm_port},reconnect=10",
+            "-device",
+            "ipmi-bmc-extern,id=bmc0,chardev=ipmi0",
+            "-device",
+            "isa-ipmi-kcs,bmc=bmc0",
+        ]
 
     def write_power_on(self) -> Path:
         """The BMC's startcmd: QEMU in the foreground (power off kills it)."""
@@ -546,7 +684,8 @@ class VHost:
             '[ -f "$log" ] && [ "$(stat -c %s "$log")" -gt 67108864 ] && mv -f "$log" "$log.old"\n'
             f"exec >>{q(str(self.qemu_out))} 2>&1\n"
             'echo "power on $(date -u +%Y-%m-%dT%H:%M:%SZ)"\n'
-            f"exec {shlex.join(self.qemu_argv())}\n")
+            f"exec {shlex.join(self.qemu_argv())}\n"
+        )
         self.power_on_script.write_text(text)
         self.power_on_script.chmod(0o755)
         return self.power_on_script
@@ -567,20 +706,35 @@ class VHost:
     def ipmi_sim(self):
         """The BMC as an in-process object (tests): IpmiSim with this host's ports and startcmd."""
         from schedlab.testing.standins import IpmiSim
-        return IpmiSim(self.bmc_dir, [str(self.power_on_script)], password=self.password(),
-                       port=self.bmc_port, vm_port=self.vm_port, poweroff_wait=5, kill_wait=10)
+
+        return IpmiSim(
+            self.bmc_dir,
+            [str(self.power_on_script)],
+            password=self.password(),
+            port=self.bmc_port,
+            vm_port=self.vm_port,
+            poweroff_wait=5,
+            kill_wait=10,
+        )
 
     def bmc_spec(self):
         """A BmcSpec for this host's ipmi_sim (the inventory's, or one with this object's port)."""
         from schedlab.lab.inventory import BmcSpec, SecretRef, Where
+
         if self.spec and self.spec.bmc and self.spec.bmc.port == self.bmc_port:
             return self.spec.bmc
-        return BmcSpec(address="127.0.0.1", port=self.bmc_port, user="schedlab",
-                       password=SecretRef("file", str(self.keys.bmc_password), Where(self.keys.dir, None, "bmc")),
-                       timeout_s=15, retries=1)
+        return BmcSpec(
+            address="127.0.0.1",
+            port=self.bmc_port,
+            user="schedlab",
+            password=SecretRef("file", str(self.keys.bmc_password), Where(self.keys.dir, None, "bmc")),
+            timeout_s=15,
+            retries=1,
+        )
 
     def bmc(self):
         from schedlab.lab.power import BMC
+
         return BMC(self.bmc_spec())
 
     def bmc_pid(self) -> int | None:
@@ -601,27 +755,52 @@ class VHost:
             return pid
         self.bmc_dir.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "SCHEDLAB_BMC_PASSWORD"}
-        env["SCHEDLAB_VHOST_BMC_PASSWORD"] = self.password()          # the child's environment only
-        argv = [sys.executable, "-m", "schedlab.testing.standins", "bmc", "--dir", str(self.bmc_dir),
-                "--port", str(self.bmc_port), "--vm-port", str(self.vm_port), "--password-env",
-                "SCHEDLAB_VHOST_BMC_PASSWORD", "--poweroff-wait", "5", "--kill-wait", "10",
-                "--", str(self.power_on_script)]
+        env["SCHEDLAB_VHOST_BMC_PASSWORD"] = self.password()  # the child's environment only
+        argv = [
+            sys.executable,
+            "-m",
+            "schedlab.testing.standins",
+            "bmc",
+            "--dir",
+            str(self.bmc_dir),
+            "--port",
+            str(self.bmc_port),
+            "--vm-port",
+            str(self.vm_port),
+            "--password-env",
+            "SCHEDLAB_VHOST_BMC_PASSWORD",
+            "--poweroff-wait",
+            "5",
+            "--kill-wait",
+            "10",
+            "--",
+            str(self.power_on_script),
+        ]
         with open(self.state / "bmc.log", "ab") as out:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                cwd=str(Path(__file__).resolve().parents[2]),
+            )
         self.bmc_pidfile.write_text(f"{proc.pid}\n")
         t0 = time.monotonic()
         while True:
             try:
                 self.bmc().status()
                 break
-            except Exception as e:       # noqa: BLE001 - not up yet
+            except Exception as e:  # noqa: BLE001 - not up yet
                 if proc.poll() is not None or time.monotonic() - t0 > 20:
                     raise RuntimeError(f"{self.name}: BMC did not start ({e}); see {self.state / 'bmc.log'}") from e
                 time.sleep(0.5)
         if log:
-            log(f"{self.name}: BMC (ipmi_sim, pid {proc.pid}) on 127.0.0.1:{self.bmc_port}, "
-                f"VM channel 127.0.0.1:{self.vm_port}")
+            log(
+                f"{self.name}: BMC (ipmi_sim, pid {proc.pid}) on 127.0.0.1:{self.bmc_port}, "
+                f"VM channel 127.0.0.1:{self.vm_port}"
+            )
         return proc.pid
 
     def stop_bmc(self) -> None:
@@ -636,8 +815,15 @@ class VHost:
     # -- ssh -----------------------------------------------------------------------------------------
     def host(self):
         from schedlab.host import Host
-        return Host("127.0.0.1", port=self.ssh_port, identity=self.keys.client_key,
-                    known_hosts=self.keys.known_hosts, host_key_alias=HOST_KEY_ALIAS, connect_timeout=30)
+
+        return Host(
+            "127.0.0.1",
+            port=self.ssh_port,
+            identity=self.keys.client_key,
+            known_hosts=self.keys.known_hosts,
+            host_key_alias=HOST_KEY_ALIAS,
+            connect_timeout=30,
+        )
 
     # -- for humans -----------------------------------------------------------------------------------
     def up(self, *, wait: float = 900, log: Log | None = _stderr) -> dict:
@@ -656,8 +842,10 @@ class VHost:
             secs = self.host().wait_for_ssh(wait, interval=3)
             out["ssh_after_s"] = round(time.monotonic() - t0, 1)
             if log:
-                log(f"{self.name}: ssh answers on 127.0.0.1:{self.ssh_port} after {out['ssh_after_s']} s "
-                    f"(waited {secs:.0f} s)")
+                log(
+                    f"{self.name}: ssh answers on 127.0.0.1:{self.ssh_port} after {out['ssh_after_s']} s "
+                    f"(waited {secs:.0f} s)"
+                )
         return out
 
     def down(self, log: Log | None = _stderr) -> None:
@@ -672,8 +860,14 @@ class VHost:
             log(f"{self.name}: BMC stopped")
 
     def status(self) -> dict:
-        st: dict = {"name": self.name, "state": str(self.state), "disk": str(self.disk) if self.disk.exists() else None,
-                    "bmc": None, "power": None, "ssh": None}
+        st: dict = {
+            "name": self.name,
+            "state": str(self.state),
+            "disk": str(self.disk) if self.disk.exists() else None,
+            "bmc": None,
+            "power": None,
+            "ssh": None,
+        }
         try:
             st["image"] = str(image_dir(self.name, build=False))
         except FileNotFoundError as e:
@@ -683,21 +877,27 @@ class VHost:
             st["bmc"] = {"pid": pid, "port": self.bmc_port}
             try:
                 st["power"] = self.bmc().status()
-            except Exception as e:      # noqa: BLE001
+            except Exception as e:  # noqa: BLE001
                 st["power"] = f"unknown ({e})"
         h = self.host()
-        script = ("cat /proc/sys/kernel/random/boot_id; uname -r; cut -d' ' -f1 /proc/uptime; echo @xl; "
-                  "xl info | grep -E '^(xen_version|xen_commandline|xen_scheduler|build_id|nr_cpus) '; "
-                  "echo @grubenv; grub-editenv /boot/grub/grubenv list")
+        script = (
+            "cat /proc/sys/kernel/random/boot_id; uname -r; cut -d' ' -f1 /proc/uptime; echo @xl; "
+            "xl info | grep -E '^(xen_version|xen_commandline|xen_scheduler|build_id|nr_cpus) '; "
+            "echo @grubenv; grub-editenv /boot/grub/grubenv list"
+        )
         try:
             out = h.run(["sh", "-c", script], timeout=90).stdout
             head, rest = out.split("@xl\n", 1)
             xl, env = rest.split("@grubenv\n", 1)
             boot_id, release, uptime = head.split()[:3]
-            st["ssh"] = {"boot_id": boot_id, "release": release, "uptime_s": float(uptime),
-                         "xl_info": {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in xl.splitlines())},
-                         "grubenv": [l for l in env.splitlines() if l.strip()]}
-        except Exception as e:          # noqa: BLE001
+            st["ssh"] = {
+                "boot_id": boot_id,
+                "release": release,
+                "uptime_s": float(uptime),
+                "xl_info": {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in xl.splitlines())},
+                "grubenv": [l for l in env.splitlines() if l.strip()],
+            }
+        except Exception as e:  # noqa: BLE001
             st["ssh"] = f"no answer ({str(e).splitlines()[-1] if str(e) else e!r})"
         return st
 
@@ -721,7 +921,9 @@ def main(argv: list[str] | None = None) -> int:
         d = build_image(a.name)
         prune_images(a.name, keep=d)
         print(d)
-        _stderr(f"image: {d} ({time.monotonic() - t0:.0f} s; build_seconds {json.loads((d / 'meta.json').read_text())['build_seconds']})")
+        _stderr(
+            f"image: {d} ({time.monotonic() - t0:.0f} s; build_seconds {json.loads((d / 'meta.json').read_text())['build_seconds']})"
+        )
         return 0
     vh = VHost(a.name)
     if a.cmd == "up":
@@ -738,10 +940,21 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         vh.prepare(reset_disk=True)
     elif a.cmd == "paths":
-        print(json.dumps({"home": str(home(a.name)), "disk": str(vh.disk), "power_on": str(vh.power_on_script),
-                          "console_log": str(vh.console_log), "serial_socket": str(vh.serial_sock),
-                          "client_key": str(vh.keys.client_key), "known_hosts": str(vh.keys.known_hosts),
-                          "bmc_password": str(vh.keys.bmc_password)}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "home": str(home(a.name)),
+                    "disk": str(vh.disk),
+                    "power_on": str(vh.power_on_script),
+                    "console_log": str(vh.console_log),
+                    "serial_socket": str(vh.serial_sock),
+                    "client_key": str(vh.keys.client_key),
+                    "known_hosts": str(vh.keys.known_hosts),
+                    "bmc_password": str(vh.keys.bmc_password),
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

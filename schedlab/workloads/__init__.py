@@ -21,11 +21,14 @@ Besides the testbed options, the options a workload gets carry the variant's gue
 settings (`variant_options`): `variant_guest` = the variant's `guest:` block of the study
 (e.g. {lock: spin-yield} or {boot: xen_nopvspin}), `variant` = its name.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from schedlab.core.testbed import RunFailed, RunResult
+
 from . import bursts, lockstorm, lockwork, netpair, numamix
 
 # kind -> run(host, domains, options, point, seed, booted) -> RunResult
@@ -53,12 +56,15 @@ def study_options(testbed: str, base: dict[str, Any], known: dict[str, Any], stu
     overridden by the study's testbeds.<testbed>.options (only keys of `known`; dicts
     merged), and the study's workload.weights unless the options set weights."""
     from ..config import ConfigError
+
     cfg = dict(base)
-    over = (((study.get("testbeds") or {}).get(testbed) or {}).get("options") or {})
+    over = ((study.get("testbeds") or {}).get(testbed) or {}).get("options") or {}
     unknown = sorted(set(over) - set(known))
     if unknown:
-        raise ConfigError(f"{study.get('_file', study.get('study'))}: field testbeds.{testbed}.options: "
-                          f"unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        raise ConfigError(
+            f"{study.get('_file', study.get('study'))}: field testbeds.{testbed}.options: "
+            f"unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+        )
     for k, v in over.items():
         cfg[k] = {**cfg[k], **v} if isinstance(cfg.get(k), dict) and isinstance(v, dict) else v
     wl = study.get("workload") or {}
@@ -78,5 +84,6 @@ def get(kind: str | None) -> Callable[..., RunResult]:
     try:
         return WORKLOADS[kind]
     except KeyError:
-        raise RunFailed(f"no workload for kind {kind!r} on Xen hosts "
-                        f"(available: {', '.join(sorted(WORKLOADS))})") from None
+        raise RunFailed(
+            f"no workload for kind {kind!r} on Xen hosts (available: {', '.join(sorted(WORKLOADS))})"
+        ) from None

@@ -26,49 +26,63 @@ TCG has no caches to refill, so the throughput cost of a migration (the reason f
 delay) does not exist here; what the qemu testbed can show is the scheduler's side, the
 migration rate, and that the throughput does not depend on it without caches.
 """
+
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from ..host import Host
 from schedlab.core.testbed import RunFailed, RunResult
+
+from ..host import Host
 from .lockwork import guests_to_boot, module_params, point_vms, run_lock_vms, vm_names
 from .xentrace import Trace, placement
 from .xl import Domains
 
 DEFAULTS: dict[str, Any] = {
-    "burst_duration_s": 10,         # fixed duration of one measurement
+    "burst_duration_s": 10,  # fixed duration of one measurement
     "burst_compute_loops": 1000000,  # ~1 ms of busy work at ~1 loop/ns (TCG, idle host)
-    "burst_sleep_us": 1000,         # mean short wait
-    "burst_sleep_permille": 500,    # probability of a wait after a burst
-    "trace_pages": 256,             # xentrace buffer per pCPU (4 KiB pages); a lost record fails the run
+    "burst_sleep_us": 1000,  # mean short wait
+    "burst_sleep_permille": 500,  # probability of a wait after a burst
+    "trace_pages": 256,  # xentrace buffer per pCPU (4 KiB pages); a lost record fails the run
 }
 
 
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
     vms = point_vms(point, "S3")
     dur = float(opts["burst_duration_s"])
-    params = module_params(opts, "none", duration_ms=int(dur * 1000), compute_loops=opts["burst_compute_loops"],
-                           hold_loops=1, sleep_us=int(opts["burst_sleep_us"]),
-                           sleep_permille=int(opts["burst_sleep_permille"]))
+    params = module_params(
+        opts,
+        "none",
+        duration_ms=int(dur * 1000),
+        compute_loops=opts["burst_compute_loops"],
+        hold_loops=1,
+        sleep_us=int(opts["burst_sleep_us"]),
+        sleep_permille=int(opts["burst_sleep_permille"]),
+    )
     names = vm_names(vms)
     booted_names = guests_to_boot(doms, opts, vms)
-    counters: dict[str, Any] = {"seed": seed, "xen_scheduler": booted.get("xen_scheduler"),
-                                "xen_commandline": booted.get("xen_commandline"),
-                                "module_params": params, "vms_booted": len(booted_names),
-                                "guest_vcpus": int(opts["guest_vcpus"])}
+    counters: dict[str, Any] = {
+        "seed": seed,
+        "xen_scheduler": booted.get("xen_scheduler"),
+        "xen_commandline": booted.get("xen_commandline"),
+        "module_params": params,
+        "vms_booted": len(booted_names),
+        "guest_vcpus": int(opts["guest_vcpus"]),
+    }
     trace = Trace(h, pages=int(opts["trace_pages"]))
-    results = run_lock_vms(h, doms, opts, booted_names, names, params, "", seed, counters,
-                           during=lambda: trace)
+    results = run_lock_vms(h, doms, opts, booted_names, names, params, "", seed, counters, during=lambda: trace)
     ids = {i: n for i, n in doms.ids().items() if n in names}
     where = placement(trace.data, ids)
     if where["lost_records"]:
-        raise RunFailed(f"S3: xentrace lost {where['lost_records']} records (raise trace_pages, "
-                        f"now {opts['trace_pages']})")
+        raise RunFailed(
+            f"S3: xentrace lost {where['lost_records']} records (raise trace_pages, now {opts['trace_pages']})"
+        )
     if not where["per_vcpu"]:
-        raise RunFailed(f"S3: the trace ({len(trace.data)} bytes, {where['records']} records) has no "
-                        f"runstate change of {', '.join(names)}")
+        raise RunFailed(
+            f"S3: the trace ({len(trace.data)} bytes, {where['records']} records) has no "
+            f"runstate change of {', '.join(names)}"
+        )
     secs = sum(r["elapsed_ns"] for r in results.values()) / len(results) / 1e9
     # What credit1 says it uses (xl sched-credit: "Cpupool Pool-0: tslice=30ms ratelimit=1000us
     # migration-delay=1000us"), beside the boot option the testbed checked.
@@ -82,7 +96,8 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     counters["sleeps"] = {n: r.get("sleeps") for n, r in results.items()}
     counters["steal_ticks"] = {n: (r.get("guest_ticks") or {}).get("steal") for n, r in results.items()}
     rates = {n: r["ops"] / (r["elapsed_ns"] / 1e9) for n, r in results.items()}
-    return RunResult(metrics={"throughput": round(sum(rates.values()), 3),
-                              "migrations": round(where["migrations"] / secs, 3)},
-                     counters=counters,
-                     samples={"throughput": [round(rates[n], 3) for n in names]})
+    return RunResult(
+        metrics={"throughput": round(sum(rates.values()), 3), "migrations": round(where["migrations"] / secs, 3)},
+        counters=counters,
+        samples={"throughput": [round(rates[n], 3) for n in names]},
+    )

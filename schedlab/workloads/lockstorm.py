@@ -20,21 +20,23 @@ Metrics:
 The mechanics (guest start and reuse, console trigger, result lines) are those of
 lockwork (S0); see schedlab/workloads/lockwork.py.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-from ..host import Host
 from schedlab.core.testbed import RunFailed, RunResult
+
+from ..host import Host
 from .lockwork import guests_to_boot, hist_percentile, merge_hists, module_params, run_lock_vms, vm_names
 from .xl import Domains
 
 DEFAULTS: dict[str, Any] = {
-    "storm_duration_s": 12,       # fixed duration of one measurement
+    "storm_duration_s": 12,  # fixed duration of one measurement
     # Busy work in loop iterations (~1 ns each under TCG on an idle host; see lockwork).
     "storm_compute_loops": 20000,  # sim: exp, mean 20 us between acquisitions of the hot lock
-    "storm_hold_loops": 2000,      # sim: exp, mean 2 us
-    "storm_flavour": "kernel",    # the guest kernel's spinlock_t; "ticket" = the module's own
+    "storm_hold_loops": 2000,  # sim: exp, mean 2 us
+    "storm_flavour": "kernel",  # the guest kernel's spinlock_t; "ticket" = the module's own
 }
 
 
@@ -46,28 +48,48 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     boot = str(guest.get("boot") or "")
     flavour = opts["storm_flavour"]
     dur = float(opts["storm_duration_s"])
-    params = module_params(opts, flavour, duration_ms=int(dur * 1000), compute_loops=opts["storm_compute_loops"],
-                           hold_loops=opts["storm_hold_loops"])
+    params = module_params(
+        opts,
+        flavour,
+        duration_ms=int(dur * 1000),
+        compute_loops=opts["storm_compute_loops"],
+        hold_loops=opts["storm_hold_loops"],
+    )
     names = vm_names(k)
     booted_names = guests_to_boot(doms, opts, k)
-    counters: dict[str, Any] = {"seed": seed, "xen_scheduler": booted.get("xen_scheduler"),
-                                "flavour": flavour, "guest_boot": boot, "variant_guest_lock": guest.get("lock"),
-                                "module_params": params, "vms_booted": len(booted_names),
-                                "guest_vcpus": int(opts["guest_vcpus"]), "vcpus_per_pcpu": k}
+    counters: dict[str, Any] = {
+        "seed": seed,
+        "xen_scheduler": booted.get("xen_scheduler"),
+        "flavour": flavour,
+        "guest_boot": boot,
+        "variant_guest_lock": guest.get("lock"),
+        "module_params": params,
+        "vms_booted": len(booted_names),
+        "guest_vcpus": int(opts["guest_vcpus"]),
+        "vcpus_per_pcpu": k,
+    }
     results = run_lock_vms(h, doms, opts, booted_names, names, params, boot, seed, counters)
     want_pv = 0 if "xen_nopvspin" in boot.split() else 1
     for n, r in results.items():
         if flavour == "kernel" and r.get("pvspin") not in (want_pv, -1):
-            raise RunFailed(f"S2: {n} reports pvspin={r.get('pvspin')}, but boot options {boot!r} "
-                            f"want {want_pv}")
+            raise RunFailed(f"S2: {n} reports pvspin={r.get('pvspin')}, but boot options {boot!r} want {want_pv}")
     pooled = merge_hists(list(results.values()))
     wmax = max(r["wait_max_ns"] for r in results.values())
     p99 = hist_percentile(pooled, 0.99, wmax)
-    counters["wait_pooled_ns"] = {"p50": hist_percentile(pooled, 0.5, wmax), "p90": hist_percentile(pooled, 0.9, wmax),
-                                  "p99": p99, "max": wmax, "n": sum(pooled.values())}
+    counters["wait_pooled_ns"] = {
+        "p50": hist_percentile(pooled, 0.5, wmax),
+        "p90": hist_percentile(pooled, 0.9, wmax),
+        "p99": p99,
+        "max": wmax,
+        "n": sum(pooled.values()),
+    }
     counters["steal_ticks"] = {n: (r.get("guest_ticks") or {}).get("steal") for n, r in results.items()}
     ops_per_s = sum(r["ops"] / (r["elapsed_ns"] / 1e9) for r in results.values())
-    return RunResult(metrics={"ops_per_s": round(ops_per_s, 2), "wait_p99_us": round(p99 / 1000, 3)},
-                     counters=counters,
-                     samples={"ops_per_s": [round(r["ops"] / (r["elapsed_ns"] / 1e9), 2) for r in results.values()],
-                              "wait_p99_us": [round(r["wait_p99_ns"] / 1000, 3) for r in results.values()]})
+    return RunResult(
+        metrics={"ops_per_s": round(ops_per_s, 2), "wait_p99_us": round(p99 / 1000, 3)},
+        counters=counters,
+        samples={
+            "ops_per_s": [round(r["ops"] / (r["elapsed_ns"] / 1e9), 2) for r in results.values()],
+            "wait_p99_us": [round(r["wait_p99_ns"] / 1000, 3) for r in results.values()],
+        },
+    )

@@ -31,6 +31,7 @@ before the trigger (dom0 blocks in inotify meanwhile instead of polling).
 Everything goes through dom0 over ssh (xl, xenstore-read, the console logs), so the lab
 testbed can run it unchanged.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,10 +39,13 @@ import hashlib
 import math
 import re
 import time
-from typing import Any, Callable, ContextManager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from schedlab.core.testbed import RunFailed, RunResult
 
 from ..host import Host
-from schedlab.core.testbed import RunFailed, RunResult
 from .xl import Domains, guest_cfg
 
 FLAVOURS = ("ticket", "spin-yield", "kernel", "none")
@@ -49,19 +53,19 @@ FLAVOURS = ("ticket", "spin-yield", "kernel", "none")
 # Options shared by lockwork (S0) and lockstorm (S2); each module sets its own defaults
 # for the ones whose values differ (lockstorm's are prefixed storm_).
 DEFAULTS: dict[str, Any] = {
-    "guest_vcpus": 2,             # vCPUs per VM (the seed: 4 on a 4-core host; here 2 on 2 pCPUs)
-    "lock_memory_mb": 160,        # per lock guest (3 x 160 + dom0's 1024 fit in QEMU's 2048)
-    "lock_ops": 20000,            # S0: one "build" = this many lock acquisitions per VM
+    "guest_vcpus": 2,  # vCPUs per VM (the seed: 4 on a 4-core host; here 2 on 2 pCPUs)
+    "lock_memory_mb": 160,  # per lock guest (3 x 160 + dom0's 1024 fit in QEMU's 2048)
+    "lock_ops": 20000,  # S0: one "build" = this many lock acquisitions per VM
     # Busy work as loop counts, the same in every VM, run and variant (a "build" of fixed
     # size). ~1 loop/ns under TCG on an idle host (the module's loops_per_ms, reported with
     # every result, measures it), so 300000 ~ 300 us there: sim compute exp mean 300 us.
     "lock_compute_loops": 300000,
-    "lock_hold_loops": 30000,     # sim: hold exp mean 30 us
+    "lock_hold_loops": 30000,  # sim: hold exp mean 30 us
     "lock_spin_threshold": 4096,  # spin-yield: spins before each SCHEDOP_yield (sim: ~4095)
-    "lock_flavour": None,         # None: the variant's guest.lock
-    "lock_vms_booted": 0,         # boot this many lock guests at the first run of a boot
-                                  # (0: as many as the point needs; extra ones stay idle)
-    "lock_timeout_s": 600,        # trigger -> every VM's result line
+    "lock_flavour": None,  # None: the variant's guest.lock
+    "lock_vms_booted": 0,  # boot this many lock guests at the first run of a boot
+    # (0: as many as the point needs; extra ones stay idle)
+    "lock_timeout_s": 600,  # trigger -> every VM's result line
 }
 
 RESULT = "SCHEDLAB-LOCK-RESULT"
@@ -81,11 +85,11 @@ def parse_result(line: str) -> dict[str, Any]:
     if i < 0:
         raise RunFailed(f"not a lockmod result line: {line.strip()[:300]}")
     out: dict[str, Any] = {}
-    for tok in head.split() + line[i + len("lockmod "):].split():
+    for tok in head.split() + line[i + len("lockmod ") :].split():
         k, sep, v = tok.partition("=")
         if not sep:
             continue
-        if k == "guest_ticks":     # guest-init.sh: /proc/stat deltas over the run
+        if k == "guest_ticks":  # guest-init.sh: /proc/stat deltas over the run
             vals = [int(x) for x in v.split(",")]
             out[k] = dict(zip(GUEST_TICKS, vals))
         elif k == "thread_ops":
@@ -169,13 +173,28 @@ def lock_cfg(name: str, opts: dict, modparams: dict[str, Any], boot: str = "", c
     extra = f"console=hvc0 quiet schedlab.role=lock schedlab.name={name} {params}"
     if boot:
         extra += f" {boot}"
-    return guest_cfg(name, extra=extra, memory_mb=opts["lock_memory_mb"], vcpus=int(opts["guest_vcpus"]),
-                     cpus="all", cpus_soft=cpus_soft, weight=256)
+    return guest_cfg(
+        name,
+        extra=extra,
+        memory_mb=opts["lock_memory_mb"],
+        vcpus=int(opts["guest_vcpus"]),
+        cpus="all",
+        cpus_soft=cpus_soft,
+        weight=256,
+    )
 
 
-def ensure_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str], names_run: list[str],
-                    modparams: dict[str, Any], boot: str, counters: dict,
-                    cpus_soft: dict[str, str] | None = None) -> None:
+def ensure_lock_vms(
+    h: Host,
+    doms: Domains,
+    opts: dict,
+    names_booted: list[str],
+    names_run: list[str],
+    modparams: dict[str, Any],
+    boot: str,
+    counters: dict,
+    cpus_soft: dict[str, str] | None = None,
+) -> None:
     """Make sure the guests `names_booted` run with the given module parameters, boot
     options and creation soft affinity (`cpus_soft`: name -> xl cpus_soft); reused when
     unchanged. Fills `counters`."""
@@ -184,8 +203,9 @@ def ensure_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str],
     h.run(["xl", "vcpu-pin", "Domain-0", "all", "all"], timeout=60)
     # Guests of other workloads (S1's io/cpu, ...) would compete for the pCPUs: destroy them.
     doms.destroy_all(keep=tuple(names_booted) + tuple(n for n in doms.created if n.startswith("lock")))
-    starts = doms.ensure_many({n: lock_cfg(n, opts, modparams, boot, (cpus_soft or {}).get(n))
-                               for n in names_booted}, timeout)
+    starts = doms.ensure_many(
+        {n: lock_cfg(n, opts, modparams, boot, (cpus_soft or {}).get(n)) for n in names_booted}, timeout
+    )
     counters["guest_start_seconds"] = {n: round(s, 1) for n, s in starts.items()}
     state = doms.list()
     counters["domains"] = state
@@ -195,9 +215,17 @@ def ensure_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str],
     counters["xl_create_seconds"] = dict(getattr(doms, "create_seconds", {}) or {}) if any(starts.values()) else {}
 
 
-def trigger(doms: Domains, names: list[str], command: str, seed: int, timeout: float, counters: dict,
-            result: str = RESULT, start: str = START,
-            during: Callable[[], ContextManager] | None = None) -> dict[str, str]:
+def trigger(
+    doms: Domains,
+    names: list[str],
+    command: str,
+    seed: int,
+    timeout: float,
+    counters: dict,
+    result: str = RESULT,
+    start: str = START,
+    during: Callable[[], AbstractContextManager] | None = None,
+) -> dict[str, str]:
     """Write `<command> <token>[ <args>]` (command: "run", or "bench PROGRAM ARGS...") into the
     consoles of `names` at once and wait for each one's `result` line. Returns {name: line};
     fills `counters` (timings, the token, the raw lines). `during`: a context entered just
@@ -206,18 +234,22 @@ def trigger(doms: Domains, names: list[str], command: str, seed: int, timeout: f
     token = f"{seed:08x}{hashlib.sha256(str(time.time_ns()).encode()).hexdigest()[:6]}"
     line = f"{word} {token}" + (f" {args}" if args else "")
     ttys = doms.console_ttys(names)
-    with doms.follow_consoles(names) as follow, (during() if during else contextlib.nullcontext()):
+    with doms.follow_consoles(names) as follow, during() if during else contextlib.nullcontext():
         t_cpu0, w0 = doms.cpu_times(), time.monotonic()
         doms.console_send(ttys, line)
         w1 = time.monotonic()
-        lines = follow.wait(f"{result} token={token} ", timeout, started=f"{start} token={token} ",
-                            nudge=lambda late: doms.console_send({n: ttys[n] for n in late}, line))
+        lines = follow.wait(
+            f"{result} token={token} ",
+            timeout,
+            started=f"{start} token={token} ",
+            nudge=lambda late: doms.console_send({n: ttys[n] for n in late}, line),
+        )
         w2 = time.monotonic()
         counters["trigger_resent"] = dict(getattr(follow, "nudges", {}) or {})
     window = time.monotonic() - w0
     t_cpu1 = doms.cpu_times()
-    counters["trigger_seconds"] = round(w1 - w0, 2)      # the ssh + printf into the consoles
-    counters["wait_seconds"] = round(w2 - w1, 2)         # trigger sent -> all result lines seen
+    counters["trigger_seconds"] = round(w1 - w0, 2)  # the ssh + printf into the consoles
+    counters["wait_seconds"] = round(w2 - w1, 2)  # trigger sent -> all result lines seen
     counters["window_seconds"] = round(window, 2)
     counters["cpu_seconds"] = {k: round(t_cpu1.get(k, 0) - v, 2) for k, v in t_cpu0.items()}
     counters["token"] = token
@@ -225,9 +257,18 @@ def trigger(doms: Domains, names: list[str], command: str, seed: int, timeout: f
     return lines
 
 
-def run_lock_vms(h: Host, doms: Domains, opts: dict, names_booted: list[str], names_run: list[str],
-                 modparams: dict[str, Any], boot: str, seed: int, counters: dict,
-                 during: Callable[[], ContextManager] | None = None) -> dict[str, dict]:
+def run_lock_vms(
+    h: Host,
+    doms: Domains,
+    opts: dict,
+    names_booted: list[str],
+    names_run: list[str],
+    modparams: dict[str, Any],
+    boot: str,
+    seed: int,
+    counters: dict,
+    during: Callable[[], AbstractContextManager] | None = None,
+) -> dict[str, dict]:
     """Make sure the guests `names_booted` run with the given module parameters and boot
     options (reused when unchanged), start the benchmark in `names_run` at once, wait for
     their results. Returns {name: parsed result}; fills `counters`."""
@@ -259,8 +300,17 @@ def guests_to_boot(doms: Domains, opts: dict, n: int) -> list[str]:
     return vm_names(max(n, int(opts["lock_vms_booted"] or 0), *have))
 
 
-def module_params(opts: dict, flavour: str, *, ops: int = 0, duration_ms: int = 0, compute_loops: int,
-                  hold_loops: int, sleep_us: int = 0, sleep_permille: int = 0) -> dict[str, Any]:
+def module_params(
+    opts: dict,
+    flavour: str,
+    *,
+    ops: int = 0,
+    duration_ms: int = 0,
+    compute_loops: int,
+    hold_loops: int,
+    sleep_us: int = 0,
+    sleep_permille: int = 0,
+) -> dict[str, Any]:
     """lockmod.ko's parameters (guest/lockmod/lockmod.c). Work is given as loop counts, so
     it is the same in every VM whatever the module's calibration says. The sleep
     parameters appear only when set, so S0's and S2's guest command lines stay as they were."""
@@ -268,9 +318,14 @@ def module_params(opts: dict, flavour: str, *, ops: int = 0, duration_ms: int = 
         raise RunFailed(f"lock flavour {flavour!r} is not one of {', '.join(FLAVOURS)}")
     if int(compute_loops) < 1 or int(hold_loops) < 1:
         raise RunFailed("compute and hold loop counts must be at least 1")
-    p: dict[str, Any] = {"flavour": flavour, "ops": int(ops), "duration_ms": int(duration_ms),
-                         "compute_loops": int(compute_loops), "hold_loops": int(hold_loops),
-                         "spin_threshold": int(opts["lock_spin_threshold"])}
+    p: dict[str, Any] = {
+        "flavour": flavour,
+        "ops": int(ops),
+        "duration_ms": int(duration_ms),
+        "compute_loops": int(compute_loops),
+        "hold_loops": int(hold_loops),
+        "spin_threshold": int(opts["lock_spin_threshold"]),
+    }
     if int(sleep_us) < 0 or not 0 <= int(sleep_permille) <= 1000:
         raise RunFailed(f"sleep_us={sleep_us} must be >= 0 and sleep_permille={sleep_permille} in 0-1000")
     if int(sleep_us) and int(sleep_permille):
@@ -283,23 +338,36 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     guest = opts.get("variant_guest") or {}
     flavour = opts["lock_flavour"] or guest.get("lock") or "spin-yield"
     boot = str(guest.get("boot") or "")
-    params = module_params(opts, flavour, ops=int(opts["lock_ops"]), compute_loops=opts["lock_compute_loops"],
-                           hold_loops=opts["lock_hold_loops"])
+    params = module_params(
+        opts,
+        flavour,
+        ops=int(opts["lock_ops"]),
+        compute_loops=opts["lock_compute_loops"],
+        hold_loops=opts["lock_hold_loops"],
+    )
     booted_names = guests_to_boot(doms, opts, vms)
-    counters: dict[str, Any] = {"seed": seed, "xen_scheduler": booted.get("xen_scheduler"),
-                                "flavour": flavour, "guest_boot": boot, "module_params": params,
-                                "vms_booted": len(booted_names), "guest_vcpus": int(opts["guest_vcpus"])}
+    counters: dict[str, Any] = {
+        "seed": seed,
+        "xen_scheduler": booted.get("xen_scheduler"),
+        "flavour": flavour,
+        "guest_boot": boot,
+        "module_params": params,
+        "vms_booted": len(booted_names),
+        "guest_vcpus": int(opts["guest_vcpus"]),
+    }
     results = run_lock_vms(h, doms, opts, booted_names, vm_names(vms), params, boot, seed, counters)
     times = [results[n]["elapsed_ns"] / 1e9 for n in vm_names(vms)]
     for n in vm_names(vms):
         if results[n]["ops"] != int(opts["lock_ops"]):
             raise RunFailed(f"S0: {n} did {results[n]['ops']} ops, wanted {opts['lock_ops']}")
     pooled = merge_hists(list(results.values()))
-    counters["wait_p99_us_pooled"] = round(hist_percentile(pooled, 0.99, max(r["wait_max_ns"] for r in
-                                                                            results.values())) / 1000, 3)
+    counters["wait_p99_us_pooled"] = round(
+        hist_percentile(pooled, 0.99, max(r["wait_max_ns"] for r in results.values())) / 1000, 3
+    )
     counters["yields"] = sum(r.get("yields", 0) for r in results.values())
     counters["steal_ticks"] = {n: (r.get("guest_ticks") or {}).get("steal") for n, r in results.items()}
-    return RunResult(metrics={"time_s": round(sum(times) / len(times), 4),
-                              "throughput": round(sum(100000.0 / t for t in times), 3)},
-                     counters=counters,
-                     samples={"time_s": [round(t, 4) for t in times]})
+    return RunResult(
+        metrics={"time_s": round(sum(times) / len(times), 4), "throughput": round(sum(100000.0 / t for t in times), 3)},
+        counters=counters,
+        samples={"time_s": [round(t, 4) for t in times]},
+    )

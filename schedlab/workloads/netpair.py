@@ -7,6 +7,7 @@ one busy loop per vCPU. Both have 1 vCPU and are pinned to `guest_pcpu`; dom0 (n
 and the clients) is pinned to `dom0_pcpu`. "alone" pauses VM-CPU (`xl pause`), so the
 two modes share a boot and guests; "corun" unpauses it.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,20 +15,21 @@ import re
 import time
 from typing import Any
 
-from ..host import Host
 from schedlab.core.testbed import RunFailed, RunResult
+
+from ..host import Host
 from .xl import Domains, guest_cfg
 
 DEFAULTS: dict[str, Any] = {
     "guest_memory_mb": 256,
-    "guest_timeout_s": 180,       # xl create -> guest servers reachable
-    "run_timeout_s": 300,         # one measurement command
-    "duration_s": 10,             # each of: throughput run, latency run
+    "guest_timeout_s": 180,  # xl create -> guest servers reachable
+    "run_timeout_s": 300,  # one measurement command
+    "duration_s": 10,  # each of: throughput run, latency run
     "weights": {"io": 256, "cpu": 256},
-    "guest_pcpu": 0,              # VM-I/O and VM-CPU pinned here
-    "dom0_pcpu": 1,               # dom0 (netback + the client) pinned here
-    "fresh_guests": False,        # True: xl create/destroy the guests in every run; False: create
-                                  # once per boot, "alone" = the CPU guest paused (`xl pause`)
+    "guest_pcpu": 0,  # VM-I/O and VM-CPU pinned here
+    "dom0_pcpu": 1,  # dom0 (netback + the client) pinned here
+    "fresh_guests": False,  # True: xl create/destroy the guests in every run; False: create
+    # once per boot, "alone" = the CPU guest paused (`xl pause`)
 }
 IO_IP, CPU_IP = "10.10.0.2", "10.10.0.3"
 IPERF_PORT, SOCKPERF_PORT = 5201, 11111
@@ -36,9 +38,15 @@ GUESTS = {"io": (IO_IP, "00:16:3e:5c:00:02"), "cpu": (CPU_IP, "00:16:3e:5c:00:03
 
 def config_text(role: str, opts: dict) -> str:
     ip, mac = GUESTS[role]
-    return guest_cfg(role, extra=f"console=hvc0 quiet schedlab.role={role} schedlab.ip={ip}",
-                     memory_mb=opts["guest_memory_mb"], vcpus=1, cpus=str(int(opts["guest_pcpu"])),
-                     weight=opts["weights"][role], vif=f"bridge=xenbr0,mac={mac}")
+    return guest_cfg(
+        role,
+        extra=f"console=hvc0 quiet schedlab.role={role} schedlab.ip={ip}",
+        memory_mb=opts["guest_memory_mb"],
+        vcpus=1,
+        cpus=str(int(opts["guest_pcpu"])),
+        weight=opts["weights"][role],
+        vif=f"bridge=xenbr0,mac={mac}",
+    )
 
 
 def _ensure(doms: Domains, role: str, opts: dict, counters: dict) -> None:
@@ -46,9 +54,21 @@ def _ensure(doms: Domains, role: str, opts: dict, counters: dict) -> None:
     counters[f"{role}_start_seconds"] = round(secs, 1)
     if role == "io" and secs:
         t = int(opts["guest_timeout_s"])
-        doms.host.run(["timeout", str(t), "bash", "-c",
-                       'until (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && (exec 3<>"/dev/tcp/$1/$3") 2>/dev/null;'
-                       ' do sleep 0.5; done', "_", IO_IP, str(IPERF_PORT), str(SOCKPERF_PORT)], timeout=t + 30)
+        doms.host.run(
+            [
+                "timeout",
+                str(t),
+                "bash",
+                "-c",
+                'until (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && (exec 3<>"/dev/tcp/$1/$3") 2>/dev/null;'
+                " do sleep 0.5; done",
+                "_",
+                IO_IP,
+                str(IPERF_PORT),
+                str(SOCKPERF_PORT),
+            ],
+            timeout=t + 30,
+        )
 
 
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
@@ -77,9 +97,11 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
             raise RunFailed(f"S1: weight of {role} is {m.group(1) if m else '?'}, wanted {opts['weights'][role]}")
 
     t_cpu0, w0 = doms.cpu_times(), time.monotonic()
-    client = ["taskset", "-c", "0"]          # dom0 has one vCPU (pinned to dom0_pcpu)
-    tp = h.run([*client, "iperf3", "-c", IO_IP, "-p", str(IPERF_PORT), "-t", str(dur), "-J"],
-               timeout=min(opts["run_timeout_s"], dur + 120))
+    client = ["taskset", "-c", "0"]  # dom0 has one vCPU (pinned to dom0_pcpu)
+    tp = h.run(
+        [*client, "iperf3", "-c", IO_IP, "-p", str(IPERF_PORT), "-t", str(dur), "-J"],
+        timeout=min(opts["run_timeout_s"], dur + 120),
+    )
     try:
         tpj = json.loads(tp.stdout)
     except json.JSONDecodeError:
@@ -87,19 +109,33 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     if "error" in tpj:
         raise RunFailed(f"iperf3: {tpj['error']}")
     recv = tpj["end"]["sum_received"]["bits_per_second"] / 1e6
-    lat = h.run([*client, "sockperf", "ping-pong", "--tcp", "-i", IO_IP, "-p", str(SOCKPERF_PORT),
-                 "-t", str(dur), "--mps=max", "--full-rtt"], timeout=min(opts["run_timeout_s"], dur + 120))
+    lat = h.run(
+        [
+            *client,
+            "sockperf",
+            "ping-pong",
+            "--tcp",
+            "-i",
+            IO_IP,
+            "-p",
+            str(SOCKPERF_PORT),
+            "-t",
+            str(dur),
+            "--mps=max",
+            "--full-rtt",
+        ],
+        timeout=min(opts["run_timeout_s"], dur + 120),
+    )
     lat_us, pct = parse_sockperf(lat.stdout + lat.stderr)
     t_cpu1 = doms.cpu_times()
-    counters["window_seconds"] = round(time.monotonic() - w0, 1)   # host wall time of cpu_seconds
+    counters["window_seconds"] = round(time.monotonic() - w0, 1)  # host wall time of cpu_seconds
     counters["cpu_seconds"] = {k: round(t_cpu1.get(k, 0) - v, 2) for k, v in t_cpu0.items()}
     counters["latency_percentiles_us"] = pct
     counters["throughput_sent_mbps"] = round(tpj["end"]["sum_sent"]["bits_per_second"] / 1e6, 2)
     counters["retransmits"] = tpj["end"]["sum_sent"].get("retransmits")
     if opts["fresh_guests"]:
         doms.destroy_all()
-    return RunResult(metrics={"throughput_mbps": round(recv, 2), "latency_us": round(lat_us, 1)},
-                     counters=counters)
+    return RunResult(metrics={"throughput_mbps": round(recv, 2), "latency_us": round(lat_us, 1)}, counters=counters)
 
 
 def parse_sockperf(text: str) -> tuple[float, dict[str, float]]:

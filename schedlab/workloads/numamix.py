@@ -47,28 +47,38 @@ one thread, forkexec): 2 VMs about fill the 2 pCPUs, 6 overload them 2-3x, the s
 from its memory runs as fast as at home, so the throughput effects of locality are the
 sim's and the lab's to show; what this testbed shows is where the scheduler ran the vCPUs.
 """
+
 from __future__ import annotations
 
 import base64
 import re
 from typing import Any
 
+from schedlab.core.testbed import RunFailed, RunResult
+
 from ..host import Host
 from ..packs.base import PackError
 from ..packs.forkexec import PACK as FORKEXEC
 from ..packs.sysbench_memory import PACK as SYSBENCH_MEMORY
-from schedlab.core.testbed import RunFailed, RunResult
-from .lockwork import (GUEST_TICKS, ensure_lock_vms, guests_to_boot, module_params, parse_result, point_vms,
-                       trigger, vm_names)
+from .lockwork import (
+    GUEST_TICKS,
+    ensure_lock_vms,
+    guests_to_boot,
+    module_params,
+    parse_result,
+    point_vms,
+    trigger,
+    vm_names,
+)
 from .xentrace import Trace, placement
 from .xl import Domains
 
 DEFAULTS: dict[str, Any] = {
-    "numa_phase_s": 10,               # bursts and sysbench: seconds each
-    "numa_burst_loops": 1000000,      # ~1 ms of busy work per burst under TCG (sim: exp mean 1000 us)
-    "numa_burst_sleep_us": 2000,      # then a sleep of 0.5-1.5x this: ~1/3 busy per vCPU
-    "numa_sysbench_threads": 1,       # per VM: one busy vCPU (2 VMs fill the 2 pCPUs)
-    "numa_sysbench_block": "1M",      # --memory-block-size
+    "numa_phase_s": 10,  # bursts and sysbench: seconds each
+    "numa_burst_loops": 1000000,  # ~1 ms of busy work per burst under TCG (sim: exp mean 1000 us)
+    "numa_burst_sleep_us": 2000,  # then a sleep of 0.5-1.5x this: ~1/3 busy per vCPU
+    "numa_sysbench_threads": 1,  # per VM: one busy vCPU (2 VMs fill the 2 pCPUs)
+    "numa_sysbench_block": "1M",  # --memory-block-size
     "numa_forkexec_iterations": 100,  # timed iterations per VM (plus 20 untimed; ~80 ms each under TCG)
 }
 
@@ -106,7 +116,7 @@ def domain_memory(dmesg: str) -> dict[int, dict[int, int]]:
     out: dict[int, dict[int, int]] = {}
     dom = None
     for line in text[-1].splitlines():
-        line = re.sub(r"^\(XEN\) ?(\[[^\]]*\] ?)?", "", line)   # "(XEN) [timestamp] "
+        line = re.sub(r"^\(XEN\) ?(\[[^\]]*\] ?)?", "", line)  # "(XEN) [timestamp] "
         m = re.match(r"\s*(?:Domain |d)(\d+) \(total: \d+\):", line)
         n = re.match(r"\s+Node (\d+): (\d+)\s*$", line)
         if m:
@@ -115,7 +125,7 @@ def domain_memory(dmesg: str) -> dict[int, dict[int, int]]:
         elif n and dom is not None:
             out[dom][int(n.group(1))] = int(n.group(2))
         else:
-            dom = None          # anything else ends a domain's block (vNUMA lines follow in some versions)
+            dom = None  # anything else ends a domain's block (vNUMA lines follow in some versions)
     return out
 
 
@@ -157,8 +167,9 @@ def bench_results(pack, lines: dict[str, str], phase: dict) -> dict[str, dict]:
         phase.setdefault("output", {})[n] = text
         phase.setdefault("guest_ticks", {})[n] = ticks
         if rc != 0:
-            raise RunFailed(f"S4: {n}: {pack.name} exited with status {rc} (token {phase.get('token')}):\n"
-                            f"{text[-1500:]}")
+            raise RunFailed(
+                f"S4: {n}: {pack.name} exited with status {rc} (token {phase.get('token')}):\n{text[-1500:]}"
+            )
         try:
             out[n] = pack.parse(text, f"{n} token={phase.get('token')}")
         except PackError as e:
@@ -172,45 +183,66 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     guest = opts.get("variant_guest") or {}
     policy = guest.get("placement")
     if policy not in PLACEMENTS:
-        raise RunFailed(f"S4: variant {opts.get('variant')!r}: guest.placement {policy!r} is not one of "
-                        f"{', '.join(PLACEMENTS)}")
+        raise RunFailed(
+            f"S4: variant {opts.get('variant')!r}: guest.placement {policy!r} is not one of {', '.join(PLACEMENTS)}"
+        )
     info_n = h.run(["xl", "info", "-n"], timeout=60).stdout
     nodes_of = cpu_nodes(info_n)
     nodes = sorted(set(nodes_of.values()))
     if len(nodes) < 2:
-        raise RunFailed(f"S4 needs a host with 2 or more NUMA nodes; xl info -n shows {len(nodes)} "
-                        f"(qemu testbed option numa_nodes)")
+        raise RunFailed(
+            f"S4 needs a host with 2 or more NUMA nodes; xl info -n shows {len(nodes)} (qemu testbed option numa_nodes)"
+        )
     names = vm_names(vms)
     booted_names = guests_to_boot(doms, opts, vms)
     home = {n: nodes[(i - 1) % len(nodes)] for i, n in enumerate(booted_names, start=1)}
     phase_s = float(opts["numa_phase_s"])
-    params = module_params(opts, "none", duration_ms=int(phase_s * 1000), compute_loops=opts["numa_burst_loops"],
-                           hold_loops=1, sleep_us=int(opts["numa_burst_sleep_us"]), sleep_permille=1000)
-    counters: dict[str, Any] = {"seed": seed, "xen_scheduler": booted.get("xen_scheduler"),
-                                "xen_commandline": booted.get("xen_commandline"), "placement": policy,
-                                "module_params": params, "vms_booted": len(booted_names),
-                                "guest_vcpus": int(opts["guest_vcpus"]), "cpu_nodes": nodes_of,
-                                "home_node": {n: home[n] for n in names},
-                                "xl_info_topology": info_n[info_n.find("cpu_topology"):].strip()}
-    ensure_lock_vms(h, doms, opts, booted_names, names, params, "", counters,
-                    cpus_soft={n: f"node:{home[n]}" for n in booted_names})
+    params = module_params(
+        opts,
+        "none",
+        duration_ms=int(phase_s * 1000),
+        compute_loops=opts["numa_burst_loops"],
+        hold_loops=1,
+        sleep_us=int(opts["numa_burst_sleep_us"]),
+        sleep_permille=1000,
+    )
+    counters: dict[str, Any] = {
+        "seed": seed,
+        "xen_scheduler": booted.get("xen_scheduler"),
+        "xen_commandline": booted.get("xen_commandline"),
+        "placement": policy,
+        "module_params": params,
+        "vms_booted": len(booted_names),
+        "guest_vcpus": int(opts["guest_vcpus"]),
+        "cpu_nodes": nodes_of,
+        "home_node": {n: home[n] for n in names},
+        "xl_info_topology": info_n[info_n.find("cpu_topology") :].strip(),
+    }
+    ensure_lock_vms(
+        h, doms, opts, booted_names, names, params, "", counters, cpus_soft={n: f"node:{home[n]}" for n in booted_names}
+    )
 
     # The variant's affinity, on every booted guest (idle ones too: they are the same host).
     for n in booted_names:
-        hard, soft = {"none": ("all", "all"), "pinned": (f"node:{home[n]}", "all"),
-                      "soft": ("all", f"node:{home[n]}")}[policy]
+        hard, soft = {"none": ("all", "all"), "pinned": (f"node:{home[n]}", "all"), "soft": ("all", f"node:{home[n]}")}[
+            policy
+        ]
         h.run(["xl", "vcpu-pin", n, "all", hard, soft], timeout=60)
     vl = h.run(["xl", "vcpu-list"], timeout=60).stdout
     aff = vcpu_affinity(vl, booted_names)
     counters["affinity"] = {n: aff[n] for n in names}
     for n in names:
         got = aff[n]
-        ok = got and all((a == "all / all") == (policy == "none") and
-                         (a.startswith("all /") == (policy != "pinned")) and
-                         (a.endswith("/ all") == (policy != "soft")) for a in got)
+        ok = got and all(
+            (a == "all / all") == (policy == "none")
+            and (a.startswith("all /") == (policy != "pinned"))
+            and (a.endswith("/ all") == (policy != "soft"))
+            for a in got
+        )
         if not ok:
-            raise RunFailed(f"S4: {n}: affinity (hard / soft) {got} after xl vcpu-pin does not match "
-                            f"placement {policy}:\n{vl}")
+            raise RunFailed(
+                f"S4: {n}: affinity (hard / soft) {got} after xl vcpu-pin does not match placement {policy}:\n{vl}"
+            )
 
     # Where each VM's memory is (Xen's dump_numa), and that it is on the home node.
     ids = {i: n for i, n in doms.ids().items() if n in booted_names}
@@ -229,12 +261,14 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     def traced(phase: str, command: str, timeout: float) -> dict[str, str]:
         c: dict[str, Any] = {}
         trace = Trace(h, pages=int(opts["trace_pages"]))
-        marks = ({"result": BENCH_RESULT, "start": BENCH_START} if command.startswith("bench ") else {})
+        marks = {"result": BENCH_RESULT, "start": BENCH_START} if command.startswith("bench ") else {}
         lines = trigger(doms, names, command, seed, timeout, c, during=lambda: trace, **marks)
         where = placement(trace.data, {by_name[n]: n for n in names})
         if where["lost_records"]:
-            raise RunFailed(f"S4 {phase}: xentrace lost {where['lost_records']} records (raise trace_pages, "
-                            f"now {opts['trace_pages']})")
+            raise RunFailed(
+                f"S4 {phase}: xentrace lost {where['lost_records']} records (raise trace_pages, "
+                f"now {opts['trace_pages']})"
+            )
         share = {}
         for key, v in where["per_vcpu"].items():
             n = key.split("/")[0]
@@ -251,18 +285,26 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
 
     timeout = float(opts["lock_timeout_s"])
     results = {n: parse_result(l) for n, l in traced("bursts", "run", timeout).items()}
-    sysargs = (f"sysbench memory --threads={int(opts['numa_sysbench_threads'])} --time={int(phase_s)} "
-               f"--memory-block-size={opts['numa_sysbench_block']} --memory-total-size=1000T "
-               f"--memory-oper=write --memory-access-mode=seq --rand-seed={seed % 2**31 or 1} run")
+    sysargs = (
+        f"sysbench memory --threads={int(opts['numa_sysbench_threads'])} --time={int(phase_s)} "
+        f"--memory-block-size={opts['numa_sysbench_block']} --memory-total-size=1000T "
+        f"--memory-oper=write --memory-access-mode=seq --rand-seed={seed % 2**31 or 1} run"
+    )
     sysb = traced("sysbench", f"bench {sysargs}", timeout)
     fork = traced("lmbench", f"bench forkexec -n {int(opts['numa_forkexec_iterations'])} -w 20", timeout)
 
     mem_tp = bench_results(SYSBENCH_MEMORY, sysb, phases["sysbench"])
     lat = bench_results(FORKEXEC, fork, phases["lmbench"])
     counters["phases"] = phases
-    counters["per_vm"] = {n: {"bursts_per_s": results[n]["ops_per_s"], "sysbench_mib_per_s": mem_tp[n]["mib_per_s"],
-                              "forkexec_median_us": lat[n]["median_us"],
-                              "bursts": {k: v for k, v in results[n].items() if k != "hist"}} for n in names}
+    counters["per_vm"] = {
+        n: {
+            "bursts_per_s": results[n]["ops_per_s"],
+            "sysbench_mib_per_s": mem_tp[n]["mib_per_s"],
+            "forkexec_median_us": lat[n]["median_us"],
+            "bursts": {k: v for k, v in results[n].items() if k != "hist"},
+        }
+        for n in names
+    }
     counters["run_ticks_home_away"] = ticks
     counters["sched_credit"] = h.run(["xl", "sched-credit"], timeout=60).stdout.strip()
     home_t = sum(t["home"] for t in ticks.values())
@@ -272,9 +314,13 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     rates = [results[n]["ops"] / (results[n]["elapsed_ns"] / 1e9) for n in names]
     mibs = [mem_tp[n]["mib_per_s"] for n in names]
     lats = [lat[n]["median_us"] for n in names]
-    return RunResult(metrics={"bursts": round(sum(rates) / len(rates), 3),
-                              "sysbench": round(sum(mibs) / len(mibs), 3),
-                              "lmbench": round(sum(lats) / len(lats), 3),
-                              "home_share": round(100 * home_t / all_t, 3)},
-                     counters=counters,
-                     samples={"bursts": [round(r, 3) for r in rates], "sysbench": mibs, "lmbench": lats})
+    return RunResult(
+        metrics={
+            "bursts": round(sum(rates) / len(rates), 3),
+            "sysbench": round(sum(mibs) / len(mibs), 3),
+            "lmbench": round(sum(lats) / len(lats), 3),
+            "home_share": round(100 * home_t / all_t, 3),
+        },
+        counters=counters,
+        samples={"bursts": [round(r, 3) for r in rates], "sysbench": mibs, "lmbench": lats},
+    )

@@ -24,22 +24,25 @@ Definitions (the sim's, schedlab/testbeds/sim.py and sim/src/credit.c):
     migration     a vCPU starts running on a pCPU other than the one it last ran on
     run time      from its "-> running" record to its "running ->" record, per pCPU
 """
+
 from __future__ import annotations
 
 import struct
 from collections import defaultdict
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
+
+from schedlab.core.testbed import RunFailed
 
 from ..host import Host, HostError
-from schedlab.core.testbed import RunFailed
 
 TRC_LOST_RECORDS = 0x0001F001
 TRC_TRACE_CPU_CHANGE = 0x0001F003
-TRC_SCHED_RUNSTATE_CHANGE = 0x00021001   # | old << 8 | new << 4
+TRC_SCHED_RUNSTATE_CHANGE = 0x00021001  # | old << 8 | new << 4
 RUNSTATE_BITS = 0x3F0
 RUNNING = 0
 IDLE_DOMID = 0x7FFF
-SCHED_MIN_MASK = 0x00021000              # xentrace -e: class TRC_SCHED, subclass MIN
+SCHED_MIN_MASK = 0x00021000  # xentrace -e: class TRC_SCHED, subclass MIN
 
 
 class TraceError(RunFailed):
@@ -59,8 +62,10 @@ def records(data: bytes) -> Iterator[tuple[int, int | None, int, tuple[int, ...]
         off += 12
         end = off + size
         if end > n:
-            raise TraceError(f"xentrace file: window of cpu {cpu} at offset {off - 12} runs past the end "
-                             f"({size} bytes announced, {n - off} left)")
+            raise TraceError(
+                f"xentrace file: window of cpu {cpu} at offset {off - 12} runs past the end "
+                f"({size} bytes announced, {n - off} left)"
+            )
         while off < end:
             if off + 4 > end:
                 raise TraceError(f"xentrace file: truncated record at offset {off}")
@@ -68,8 +73,7 @@ def records(data: bytes) -> Iterator[tuple[int, int | None, int, tuple[int, ...]
             extra, cyc = (hdr >> 28) & 7, hdr >> 31
             rlen = 4 + 8 * cyc + 4 * extra
             if off + rlen > end:
-                raise TraceError(f"xentrace file: record at offset {off} (header {hdr:#010x}) runs past "
-                                 f"its window")
+                raise TraceError(f"xentrace file: record at offset {off} (header {hdr:#010x}) runs past its window")
             tsc = struct.unpack_from("<Q", data, off + 4)[0] if cyc else None
             words = struct.unpack_from(f"<{extra}I", data, off + 4 + 8 * cyc)
             yield cpu, tsc, hdr & 0x0FFFFFFF, words
@@ -83,7 +87,7 @@ def placement(data: bytes, domids: dict[int, str] | None = None) -> dict[str, An
     Returns {"migrations": total, "per_vcpu": {"name/v": {"migrations": n,
     "run_ticks_by_pcpu": {"pcpu": ticks}}}, "records": n, "lost_records": n,
     "pcpus": [...], "tsc_span": ticks}. Run time is in TSC ticks (shares need no clock rate)."""
-    events: list[tuple[int, int, int, int, int]] = []   # tsc, order, pcpu, event, word
+    events: list[tuple[int, int, int, int, int]] = []  # tsc, order, pcpu, event, word
     lost = nrec = 0
     tmin = tmax = None
     pcpus: set[int] = set()
@@ -113,7 +117,7 @@ def placement(data: bytes, domids: dict[int, str] | None = None) -> dict[str, An
                 migr[key] = migr.get(key, 0) + 1
             last_cpu[key] = cpu
             since[key] = (cpu, tsc)
-            run[key]          # the vCPU ran, even if the trace ends before it stops
+            run[key]  # the vCPU ran, even if the trace ends before it stops
         elif old == RUNNING and key in since:
             c, t0 = since.pop(key)
             run[key][c] += tsc - t0
@@ -121,12 +125,21 @@ def placement(data: bytes, domids: dict[int, str] | None = None) -> dict[str, An
     for key, (c, t0) in since.items():
         run[key][c] += (tmax or t0) - t0
     name = (lambda d: domids[d]) if domids is not None else (lambda d: f"d{d}")
-    per_vcpu = {f"{name(d)}/{v}": {"migrations": migr.get((d, v), 0),
-                                   "run_ticks_by_pcpu": {str(c): t for c, t in sorted(run[(d, v)].items())}}
-                for d, v in sorted(run)}       # a migrated vCPU ran, so run has every key
-    return {"migrations": sum(migr.values()), "per_vcpu": per_vcpu, "records": nrec,
-            "lost_records": lost, "pcpus": sorted(pcpus),
-            "tsc_span": (tmax - tmin) if tmin is not None else 0}
+    per_vcpu = {
+        f"{name(d)}/{v}": {
+            "migrations": migr.get((d, v), 0),
+            "run_ticks_by_pcpu": {str(c): t for c, t in sorted(run[(d, v)].items())},
+        }
+        for d, v in sorted(run)
+    }  # a migrated vCPU ran, so run has every key
+    return {
+        "migrations": sum(migr.values()),
+        "per_vcpu": per_vcpu,
+        "records": nrec,
+        "lost_records": lost,
+        "pcpus": sorted(pcpus),
+        "tsc_span": (tmax - tmin) if tmin is not None else 0,
+    }
 
 
 class Trace:
@@ -141,8 +154,15 @@ class Trace:
         p = self.path
         # `-D`: drop what the buffers still hold from before; `-S`: pages per pCPU buffer
         # (only takes effect when the buffers are first allocated in a boot).
-        r = self.host.run(["sh", "-c", f"rm -f {p} {p}.log; xentrace -D -e {SCHED_MIN_MASK:#010x} -S {self.pages} "
-                                       f"{p} >{p}.log 2>&1 & echo $!; sleep 0.3; cat {p}.log"], timeout=60)
+        r = self.host.run(
+            [
+                "sh",
+                "-c",
+                f"rm -f {p} {p}.log; xentrace -D -e {SCHED_MIN_MASK:#010x} -S {self.pages} "
+                f"{p} >{p}.log 2>&1 & echo $!; sleep 0.3; cat {p}.log",
+            ],
+            timeout=60,
+        )
         out = r.stdout.split()
         try:
             self.pid = int(out[0])
@@ -157,16 +177,23 @@ class Trace:
             return self.data
         pid, p, self.pid = self.pid, self.path, None
         # SIGINT: xentrace flushes what the buffers hold, disables tracing and exits.
-        r = self.host.run(["sh", "-c", f"kill -INT {pid}; i=0; while kill -0 {pid} 2>/dev/null; do "
-                                       f"i=$((i+1)); [ $i -gt 200 ] && exit 3; sleep 0.1; done"],
-                          timeout=60, check=False)
+        r = self.host.run(
+            [
+                "sh",
+                "-c",
+                f"kill -INT {pid}; i=0; while kill -0 {pid} 2>/dev/null; do "
+                f"i=$((i+1)); [ $i -gt 200 ] && exit 3; sleep 0.1; done",
+            ],
+            timeout=60,
+            check=False,
+        )
         if r.returncode == 3:
             raise TraceError(f"xentrace (pid {pid}) did not exit within 20 s of SIGINT")
         self.data = self.host.get_bytes(p, timeout=120)
         self.host.run(["rm", "-f", p, f"{p}.log"], timeout=30, check=False)
         return self.data
 
-    def __enter__(self) -> "Trace":
+    def __enter__(self) -> Trace:
         self.start()
         return self
 

@@ -278,3 +278,23 @@ def test_cached_kernel_second_request_reuses_the_build():
     cfg = kb.parse_config(k.config.read_text())
     assert kb.check_config(kb.merged_fragments(kb.fragment_paths("pvspin-y")), k.config.read_text()) == []
     assert cfg["CONFIG_PARAVIRT_SPINLOCKS"] == "y"
+
+
+def test_recipe_code_key_ignores_layout_and_comments(tmp_path, monkeypatch):
+    """Build keys hash the recipe's syntax tree: `ruff format` or a new comment must not
+    rebuild a kernel (10-25 min); a changed statement must."""
+    import importlib
+
+    from schedlab.core.recipes import code_sha256
+
+    variants = {
+        "a": "def f(x):\n    return [x, 'y']\n",
+        "b": 'def f(x):  # a comment\n    return [\n        x,\n        "y",\n    ]\n',
+        "c": "def f(x):\n    return [x, 'z']\n",
+    }
+    monkeypatch.syspath_prepend(str(tmp_path))
+    keys = {}
+    for name, src in variants.items():
+        (tmp_path / f"recipe_{name}.py").write_text(src)
+        keys[name] = code_sha256(importlib.import_module(f"recipe_{name}").f)
+    assert keys["a"] == keys["b"] != keys["c"]

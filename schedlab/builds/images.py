@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedlab.builds import rootfs
+from schedlab.core.recipes import code_sha256
 from schedlab.host import sha256_file  # re-exported: qemu.py uses qi.sha256_file
 
 RECIPE_VERSION = 1
@@ -260,13 +261,12 @@ def dom0_key() -> str:
     scripts = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(GUEST_DIR.glob("*.sh"))}
     # The code that turns the tree into the images (not the whole module: editing build_xen
     # must not rebuild dom0).
-    import inspect
 
-    code = "".join(
-        inspect.getsource(f)
-        for f in (
+    scripts["code"] = code_sha256(
+        *(
             ensure_dom0,
             rootfs.configure_image,
+            rootfs.make_disk,
             _build_guest_initrd,
             _build_dom0_initrd,
             _module_order,
@@ -276,7 +276,6 @@ def dom0_key() -> str:
             _chroot_libs,
         )
     )
-    scripts["code"] = hashlib.sha256(code.encode()).hexdigest()
     scripts["initrd_modules"] = DOM0_INITRD_MODULES
     # The guest's lock module: a changed source (or recipe) means a new image.
     scripts["lockmod"] = lockmod_key("*", "*")
@@ -423,9 +422,8 @@ def ensure_kheaders(kver: str, version: str, *, build: bool = True, log: Log | N
 
 def lockmod_key(kver: str, version: str) -> str:
     src = {n: hashlib.sha256((GUEST_DIR / "lockmod" / n).read_bytes()).hexdigest() for n in LOCKMOD_SOURCES}
-    import inspect
 
-    code = hashlib.sha256(inspect.getsource(build_lockmod).encode()).hexdigest()
+    code = code_sha256(build_lockmod)
     return _key(
         {"recipe": RECIPE_VERSION, "what": "lockmod", "kver": kver, "version": version, "sources": src, "code": code}
     )
@@ -475,14 +473,13 @@ def build_lockmod(kver: str, version: str, *, build: bool = True, log: Log | Non
 
 
 def forkexec_key() -> str:
-    import inspect
 
     return _key(
         {
             "recipe": RECIPE_VERSION,
             "what": "forkexec",
             "source": hashlib.sha256(FORKEXEC_SOURCE.read_bytes()).hexdigest(),
-            "code": hashlib.sha256(inspect.getsource(build_forkexec).encode()).hexdigest(),
+            "code": code_sha256(build_forkexec),
         }
     )
 
@@ -672,14 +669,8 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
     times["configure+guest"] = round(time.monotonic() - t1, 1)
 
     t2 = time.monotonic()
-    used = _dir_size(root)
-    size_mb = int(used * 1.3 / 2**20) + 512
     img = tmp / "disk.img"
-    _run(
-        ["mkfs.ext4", "-q", "-F", "-L", "schedlab-dom0", "-d", root, "-E", "root_owner=0:0", img, f"{size_mb}M"],
-        log,
-        env={**os.environ, "E2FSPROGS_FAKE_TIME": "0"},
-    )
+    used = rootfs.make_disk(root, img, label="schedlab-dom0", extra_mb=512, slack=1.3)
     times["mkfs.ext4"] = round(time.monotonic() - t2, 1)
 
     pkgs = dict(line.split(" ", 1) for line in manifest.splitlines() if " " in line)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import inspect
 import json
 import os
 import re
@@ -38,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from schedlab.core.recipes import code_sha256
 from schedlab.host import sha256_file
 
 RECIPE_VERSION = 1
@@ -192,8 +192,7 @@ def tarball_sha256(path: Path = TARBALL) -> str:
 # -- the build ---------------------------------------------------------------------------------
 def _recipe_code() -> str:
     """The code that turns the inputs into a kernel (editing docs or the CLI does not rebuild)."""
-    code = "".join(inspect.getsource(f) for f in (_build, make_argv, _configure, check_config, parse_config))
-    return hashlib.sha256(code.encode()).hexdigest()
+    return code_sha256(_build, make_argv, _configure, check_config, parse_config)
 
 
 def build_key(name: str, *, fragment_dir: Path | None = None, tarball: Path = TARBALL) -> str:

@@ -37,8 +37,6 @@ Building needs root (debootstrap chroots) and the Debian mirror, like schedlab.b
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import json
 import os
 import shutil
@@ -51,6 +49,7 @@ from schedlab import packs
 from schedlab.builds import images as qi
 from schedlab.builds import rootfs
 from schedlab.builds.images import Log, _dir_size, _finish, _key, _nice, _run, _stderr
+from schedlab.core.recipes import code_sha256
 from schedlab.host import sha256_file
 
 RECIPE_VERSION = 1
@@ -104,16 +103,14 @@ def rootfs_key() -> str:
 
 
 def image_key() -> str:
-    code = "".join(
-        inspect.getsource(f) for f in (ensure_image, _configure_tree, rootfs.configure_image, _kernbench_tarball)
-    )
+    code = code_sha256(ensure_image, _configure_tree, rootfs.configure_image, rootfs.make_disk, _kernbench_tarball)
     return _key(
         {
             "recipe": RECIPE_VERSION,
             "what": "native",
             "rootfs": rootfs_key(),
             "init": rootfs.init_sha256(INIT_SCRIPT),
-            "code": hashlib.sha256(code.encode()).hexdigest(),
+            "code": code,
             "kernbench": [KERNBENCH_TARBALL, KERNBENCH_PRUNE, KERNBENCH_KEEP],
         }
     )
@@ -250,14 +247,9 @@ def ensure_image(*, build: bool = True, log: Log | None = _stderr) -> Path:
         manifest = _run(["chroot", root, "dpkg-query", "-W", "-f", "${Package} ${Version}\n"]).stdout
         (tmp / "packages.txt").write_text(manifest)
         t2 = time.monotonic()
-        used = _dir_size(root)
-        size_mb = int(used * 1.2 / 2**20) + 1024  # room for the runs' files on the overlay
         img = tmp / "disk.img"
-        _run(
-            ["mkfs.ext4", "-q", "-F", "-L", "schedlab-native", "-d", root, "-E", "root_owner=0:0", img, f"{size_mb}M"],
-            log,
-            env={**os.environ, "E2FSPROGS_FAKE_TIME": "0"},
-        )
+        # room for the runs' files on the overlay
+        used = rootfs.make_disk(root, img, label="schedlab-native", extra_mb=1024, slack=1.2)
         times["mkfs.ext4"] = round(time.monotonic() - t2, 1)
         pkgs = dict(line.split(" ", 1) for line in manifest.splitlines() if " " in line)
         meta = {

@@ -35,6 +35,7 @@ from schedlab.testbeds.qemu_host import (  # noqa: F401
     _free_port,
     host_cpu_ticks,
     numa_argv,
+    qemu_argv,
     stop_process_group,
 )
 
@@ -76,39 +77,15 @@ class QemuVM:
                 raise RunFailed(f"image path {p} contains ',' or ' ' (QEMU multiboot module syntax)")
         modules = f"{self.images.kernel} {self.dom0_cmdline},{self.images.initrd}"
         return [
-            "nice",
-            "-n",
-            "10",
-            "qemu-system-x86_64",
-            "-accel",
-            c["accel"],
-            "-cpu",
-            c["cpu"],
-            "-smp",
-            str(c["smp"]),
-            "-m",
-            str(c["memory_mb"]),
-            *numa_argv(int(c.get("numa_nodes", 1)), int(c["smp"]), int(c["memory_mb"])),
-            "-nodefaults",
-            "-display",
-            "none",
-            "-no-reboot",
-            "-monitor",
-            "none",
-            "-kernel",
-            str(self.xen),
-            "-append",
-            self.xen_cmdline,
-            "-initrd",
-            modules,
-            "-serial",
-            f"file:{self.serial_log}",
-            "-drive",
-            f"file={self.workdir / 'dom0.qcow2'},if=virtio,format=qcow2,cache=unsafe",
-            "-netdev",
-            f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.port}-:22",
-            "-device",
-            "virtio-net-pci,netdev=n0",
+            *qemu_argv(
+                c,
+                kernel=str(self.xen),
+                append=self.xen_cmdline,
+                serial_log=self.serial_log,
+                disk=self.workdir / "dom0.qcow2",
+                port=self.port,
+            ),
+            *["-monitor", "none", "-initrd", modules],
         ]
 
     def start(self) -> None:

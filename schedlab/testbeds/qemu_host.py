@@ -95,3 +95,18 @@ def stop_process_group(proc: subprocess.Popen | None, grace: float = 10) -> None
         except ProcessLookupError:
             pass
         proc.wait(timeout=grace)
+
+
+def qemu_argv(c: dict, *, kernel: str, append: str, serial_log, disk, port: int) -> list[str]:
+    """What every QEMU of the testbed starts with (niced: the host's own work comes first):
+    the machine from the options `c`, one kernel and command line, the serial console in a
+    file, a virtio disk, user networking with ssh forwarded to `port` on loopback. The
+    caller adds its own devices (initrd, monitor, snapshots)."""
+    return [
+        *["nice", "-n", "10", "qemu-system-x86_64", "-accel", c["accel"], "-cpu", c["cpu"]],
+        *["-smp", str(c["smp"]), "-m", str(c["memory_mb"])],
+        *numa_argv(int(c.get("numa_nodes", 1)), int(c["smp"]), int(c["memory_mb"])),
+        *["-nodefaults", "-display", "none", "-no-reboot", "-kernel", kernel, "-append", append],
+        *["-serial", f"file:{serial_log}", "-drive", f"file={disk},if=virtio,format=qcow2,cache=unsafe"],
+        *["-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22", "-device", "virtio-net-pci,netdev=n0"],
+    ]

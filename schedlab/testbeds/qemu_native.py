@@ -49,7 +49,7 @@ from schedlab.core.testbed import RunFailed, RunResult
 from schedlab.host import Host, HostError, HostTimeout
 from schedlab.packs.base import Context, PackError, gather_facts
 from schedlab.targets import TargetError
-from schedlab.testbeds.qemu_host import DEFAULTS, stop_process_group
+from schedlab.testbeds.qemu_host import DEFAULTS, qemu_argv, stop_process_group
 
 BASE_CMDLINE = f"root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 init={ni.INIT_IN_IMAGE}"
 PREPARE_TIMEOUT_S = 1200
@@ -113,40 +113,16 @@ class NativeVM:
         )
 
     def argv(self) -> list[str]:
-        c = self.cfg
         return [
-            "nice",
-            "-n",
-            "10",
-            "qemu-system-x86_64",
-            "-accel",
-            c["accel"],
-            "-cpu",
-            c["cpu"],
-            "-smp",
-            str(c["smp"]),
-            "-m",
-            str(c["memory_mb"]),
-            "-nodefaults",
-            "-display",
-            "none",
-            "-no-reboot",
-            "-kernel",
-            str(self.kernel.bzimage),
-            "-append",
-            self.cmdline,
-            "-serial",
-            f"file:{self.serial_log}",
-            "-drive",
-            f"file={self.workdir / 'disk.qcow2'},if=virtio,format=qcow2,cache=unsafe",
-            "-netdev",
-            f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.port}-:22",
-            "-device",
-            "virtio-net-pci,netdev=n0",
-            "-device",
-            "virtio-rng-pci",
-            "-monitor",
-            f"unix:{self.monitor},server=on,wait=off",
+            *qemu_argv(
+                self.cfg,
+                kernel=str(self.kernel.bzimage),
+                append=self.cmdline,
+                serial_log=self.serial_log,
+                disk=self.workdir / "disk.qcow2",
+                port=self.port,
+            ),
+            *["-device", "virtio-rng-pci", "-monitor", f"unix:{self.monitor},server=on,wait=off"],
             *(["-loadvm", self.loadvm] if self.loadvm else []),
         ]
 

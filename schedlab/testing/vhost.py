@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import inspect
 import json
 import os
 import secrets
@@ -57,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedlab.builds import images as qi
+from schedlab.core.recipes import code_sha256
 from schedlab.lab.inventory import cache_root
 
 RECIPE_VERSION = 1
@@ -173,7 +173,7 @@ class Inputs:
 
 def _recipe_code() -> str:
     fns = (build_image, grub_cfg, load_cfg, _copy_dom0_tree, _install_packages, _configure_tree, _assemble_disk)
-    return hashlib.sha256("".join(inspect.getsource(f) for f in fns).encode()).hexdigest()
+    return code_sha256(*fns)
 
 
 def recipe(inputs: Inputs, keys: Keys) -> dict:

@@ -1,5 +1,5 @@
 /* credit1sim: a discrete-event model of Xen's credit1 scheduler (xen/common/sched/credit.c, 4.17)
- * with guest workload models.  Line references [C:n] / [K:n] follow shared/docs/credit1-model.md (the model specification):
+ * with guest workload models.  Line references [C:n] / [K:n] are explained in docs/credit1-model.md (the model description):
  * [C] = xen/common/sched/credit.c, [K] = xen/common/sched/core.c (Xen 4.17.5).  No Xen code is copied;
  * each function below names the Xen function it models. */
 #ifndef SIM_H

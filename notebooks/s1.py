@@ -42,7 +42,8 @@ runs.groupby(["variant", *ctx.axes]).size().rename("runs").to_frame()
 
 # %% [markdown]
 # Every variant against its baseline at every point, for every metric
-# (ministat's comparison; Holm-adjusted across the whole table).
+# (Welch's t on the log ratio of the means; Holm-adjusted across the whole
+# table, intervals at each row's Holm-adjusted level).
 
 # %%
 ctx.comparisons

@@ -32,7 +32,8 @@ import numpy as np
 import seaborn as sns
 
 from schedlab import stats
-from schedlab.report.notebook import StudyContext
+from schedlab.report.notebook import StudyContext, ratio_method_text
+from schedlab.report.tables import fmt_signed
 
 sns.set_theme(style="whitegrid", context="paper")
 ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
@@ -41,7 +42,8 @@ runs.groupby(["variant", *ctx.axes]).size().rename("runs").to_frame()
 
 # %% [markdown]
 # Every variant against its baseline at every point, for every metric
-# (ministat's comparison; Holm-adjusted across the whole table).
+# (Welch's t on the log ratio of the means; Holm-adjusted across the whole
+# table, intervals at each row's Holm-adjusted level).
 
 # %%
 ctx.comparisons
@@ -61,15 +63,17 @@ ctx.save_figure(fig)
 
 # %%
 cmp = ctx.comparisons
-macros = {f"pct/{c['metric']}/{c['variant']}": f"{c['pct']:+.1f}".replace("-", "$-$") for _, c in cmp.iterrows()}
+macros = {f"pct/{c['metric']}/{c['variant']}": fmt_signed(c["pct"]) for _, c in cmp.iterrows()}
 # Migrations per unit of work: on qemu TCG's speed follows the development machine's,
 # and a slower machine makes fewer of everything per second; per 1000 work units that
-# cancels. Ratio of the means against the baseline at the (last) point, bootstrap 95 % interval.
+# cancels. Ratio of the means against the baseline at the (last) point, 95 % interval
+# (bootstrap_ratio_ci: log-ratio t below stats.BCA_MIN_RUNS runs, BCa from there; `perwork/method`).
 runs["per_kunit"] = 1000 * runs["migrations"] / runs["throughput"]
 base = ctx.study["baseline"]
 point = runs[ctx.axes].drop_duplicates().iloc[-1]
 at = runs[(runs[ctx.axes] == point).all(axis=1)]
 b = at[at.variant == base]["per_kunit"].to_numpy()
+methods = []
 for v in ctx.study["variants"]:
     if v == base:
         continue
@@ -77,6 +81,8 @@ for v in ctx.study["variants"]:
     r = stats.bootstrap_ratio_ci([[y] for y in b], [[y] for y in x], seed=0)
     macros[f"perwork/{v}"] = f"{100 * (r.estimate - 1):+.1f}".replace("-", "$-$")
     macros[f"perwork/{v}/ci"] = f"[{100 * (r.low - 1):+.1f}, {100 * (r.high - 1):+.1f}]".replace("-", "$-$")
+    methods.append(r.method)
+macros["perwork/method"] = ratio_method_text(methods)
 macros
 
 # %%

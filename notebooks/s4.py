@@ -35,6 +35,7 @@ import seaborn as sns
 
 from schedlab import stats
 from schedlab.report.notebook import StudyContext
+from schedlab.report.tables import fmt_signed
 
 sns.set_theme(style="whitegrid", context="paper")
 ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
@@ -43,7 +44,8 @@ runs.groupby(["variant", *ctx.axes]).size().rename("runs").to_frame()
 
 # %% [markdown]
 # Every variant against its baseline at every point, for every metric
-# (ministat's comparison; Holm-adjusted across the whole table).
+# (Welch's t on the log ratio of the means; Holm-adjusted across the whole
+# table, intervals at each row's Holm-adjusted level).
 
 # %%
 ctx.comparisons
@@ -64,7 +66,7 @@ ctx.save_figure(fig)
 
 # %%
 cmp = ctx.comparisons
-macros = {f"pct/{c['metric']}/{c['variant']}/vms-{c['vms']}": f"{c['pct']:+.1f}" for _, c in cmp.iterrows()}
+macros = {f"pct/{c['metric']}/{c['variant']}/vms-{c['vms']}": fmt_signed(c["pct"]) for _, c in cmp.iterrows()}
 # Where the vCPUs ran (testbeds that trace the hypervisor): mean share of run time on the
 # home node per variant and point, the number the text quotes beside the comparisons.
 if "home_share" in runs:

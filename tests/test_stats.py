@@ -1,9 +1,9 @@
 """schedlab.stats: the library's numbers equal `schedlab ministat`'s, and what
 ministat does not do (p-values, Welch, TOST, Holm, power, bootstrap, tables)."""
+
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 import random
@@ -37,8 +37,10 @@ def _datasets(seed):
     mu = rng.choice([1.0, 100.0, -50.0, 1e5])
     sd = abs(mu) * rng.choice([0.001, 0.01, 0.1])
     shift = rng.choice([0, 0.5, 2, 10]) * sd
-    return ([round(rng.gauss(mu, sd), 4) for _ in range(n1)],
-            [round(rng.gauss(mu + shift, sd * rng.choice([1, 2])), 4) for _ in range(n2)])
+    return (
+        [round(rng.gauss(mu, sd), 4) for _ in range(n1)],
+        [round(rng.gauss(mu + shift, sd * rng.choice([1, 2])), 4) for _ in range(n2)],
+    )
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -49,8 +51,7 @@ def test_library_numbers_equal_cli_output(tmp_path, seed):
     lines = text.splitlines()
     for line, vals in ((lines[3], base), (lines[4], var)):
         s = stats.summarize(vals)
-        assert line[2:] == "%3d %13.8g %13.8g %13.8g %13.8g %13.8g" % (
-            s.n, s.min, s.max, s.median, s.mean, s.stddev)
+        assert line[2:] == "%3d %13.8g %13.8g %13.8g %13.8g %13.8g" % (s.n, s.min, s.max, s.median, s.mean, s.stddev)
     c = stats.compare(base, var, confidence=float(conf))
     if c.significant:
         assert lines[5] == "Difference at %.1f%% confidence" % float(conf)
@@ -67,14 +68,18 @@ def test_library_equals_debian_binary(tmp_path):
     if not os.access("/usr/bin/ministat", os.X_OK):
         pytest.skip("Debian's ministat is not installed")
     base, var = [10.1, 10.4, 9.9, 10.2, 10.0], [10.9, 11.2, 10.8, 11.0]
-    p = subprocess.run(["/usr/bin/ministat", "-A", str(_write(tmp_path, "b", base)), str(_write(tmp_path, "v", var))],
-                       capture_output=True, text=True, check=True).stdout.splitlines()
+    p = subprocess.run(
+        ["/usr/bin/ministat", "-A", str(_write(tmp_path, "b", base)), str(_write(tmp_path, "v", var))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     c = stats.compare(base, var)
     assert p[6] == "\t%g +/- %g" % (c.diff, c.diff_err) and p[7] == "\t%g%% +/- %g%%" % (c.pct, c.pct_err)
 
 
 def test_summary_median_rule():
-    assert stats.summarize([4, 1, 3, 2]).median == 3          # Debian: points[n/2]
+    assert stats.summarize([4, 1, 3, 2]).median == 3  # Debian: points[n/2]
     assert stats.summarize([4, 1, 3, 2], flavor="freebsd").median == 2.5
     s = stats.summarize([1, 2, 3, 4])
     assert s.stddev == pytest.approx(np.std([1, 2, 3, 4], ddof=1))
@@ -82,13 +87,16 @@ def test_summary_median_rule():
 
 def test_pvalue_matches_scipy_and_welch():
     from scipy import stats as st
+
     a, b = [10.1, 10.4, 9.9, 10.2, 10.0, 10.3], [10.9, 11.9, 10.1, 11.0, 12.5]
     assert stats.compare(a, b).p == pytest.approx(st.ttest_ind(b, a).pvalue, rel=1e-9)
     w = stats.compare(a, b, welch=True)
     r = st.ttest_ind(b, a, equal_var=False)
     assert w.p == pytest.approx(r.pvalue, rel=1e-9) and w.test == "welch" and w.spool is None
     assert w.dof < len(a) + len(b) - 2
-    assert w.diff_err == pytest.approx(st.t.ppf(0.975, w.dof) * math.sqrt(np.var(a, ddof=1) / 6 + np.var(b, ddof=1) / 5))
+    assert w.diff_err == pytest.approx(
+        st.t.ppf(0.975, w.dof) * math.sqrt(np.var(a, ddof=1) / 6 + np.var(b, ddof=1) / 5)
+    )
     # a confidence outside ministat's table falls back to scipy's quantile
     c = stats.compare(a, b, confidence=97.5)
     assert c.t_crit == pytest.approx(st.t.ppf(0.9875, 9))
@@ -140,10 +148,10 @@ def test_tost_equivalence_is_not_no_difference():
 
 
 def test_runs_needed_known_values():
-    assert stats.runs_needed(5.0, 5.0) == 17          # effect size 1: 17 per arm (noncentral t)
-    assert stats.runs_needed(2.0, 1.0) == 64          # effect size 0.5: 64 per arm
+    assert stats.runs_needed(5.0, 5.0) == 17  # effect size 1: 17 per arm (noncentral t)
+    assert stats.runs_needed(2.0, 1.0) == 64  # effect size 0.5: 64 per arm
     assert stats.runs_needed(1.0, 10.0) == 2
-    samples = [100, 102, 98, 101, 99]                 # cv = 1.58 %
+    samples = [100, 102, 98, 101, 99]  # cv = 1.58 %
     assert stats.runs_needed(samples, 2.0) == stats.runs_needed(np.std(samples, ddof=1), 2.0)
     chk = stats.enough_runs(samples, [103, 105, 101, 104, 102], detect_pct=2.0)
     assert chk.have == 5 and chk.enough == (chk.need <= 5)
@@ -163,7 +171,7 @@ def test_bootstrap_deterministic():
     assert r == stats.bootstrap_ratio_ci([[1, 2], [2, 2], [1, 1]], [[2, 2], [3, 3], [2, 3]], seed=0)
     with pytest.raises(ValueError, match="seed"):
         stats.bootstrap_ci(x, seed=None)
-    assert a.method == "percentile" and r.method == "log-t"          # 3 runs: parametric ratio interval
+    assert a.method == "percentile" and r.method == "log-t"  # 3 runs: parametric ratio interval
     bca = stats.bootstrap_ci(x, stat=np.mean, method="BCa", n_boot=2000, seed=1)
     assert bca.method == "BCa" and bca.low < bca.estimate < bca.high
 
@@ -182,12 +190,29 @@ def test_compare_table():
     df = _long_df()
     t = stats.compare_table(df, "value", "base", by=["vms"], margin_pct=2.0)
     assert list(t.columns[:2]) == ["vms", "variant"] and len(t) == 9
-    for col in ("n_base", "n_var", "mean_base", "mean_var", "sd_base", "sd_var", "median_var", "diff",
-                "diff_err", "pct", "pct_err", "p", "p_holm", "significant", "test", "equivalent", "eq_margin_pct"):
+    for col in (
+        "n_base",
+        "n_var",
+        "mean_base",
+        "mean_var",
+        "sd_base",
+        "sd_var",
+        "median_var",
+        "diff",
+        "diff_err",
+        "pct",
+        "pct_err",
+        "p",
+        "p_holm",
+        "significant",
+        "test",
+        "equivalent",
+        "eq_margin_pct",
+    ):
         assert col in t.columns
-    np.testing.assert_allclose(t["p_holm"], stats.holm(t["p"]))     # family = the whole table
+    np.testing.assert_allclose(t["p_holm"], stats.holm(t["p"]))  # family = the whole table
     assert (t["p_holm"] >= t["p"]).all()
-    assert set(t["test"]) == {"welch-log"}                          # Welch by default, no pretest
+    assert set(t["test"]) == {"welch-log"}  # Welch by default, no pretest
     assert t.loc[t.variant == "fast", "significant"].all()
     assert all(x is True for x in t.loc[t.variant == "same", "equivalent"])
     assert ((t["pct_low"] <= t["pct"]) & (t["pct"] <= t["pct_high"])).all()
@@ -195,10 +220,10 @@ def test_compare_table():
     sub = df[df.vms == 2]
     c = stats.compare(sub[sub.variant == "base"].value, sub[sub.variant == "fast"].value)
     assert row["pct"] == pytest.approx(c.pct, rel=1e-12)
-    ts = stats.compare_table(df, "value", "base", by=["vms"], test="student")     # ministat's table
+    ts = stats.compare_table(df, "value", "base", by=["vms"], test="student")  # ministat's table
     rs = ts[(ts.vms == 2) & (ts.variant == "fast")].iloc[0]
     assert rs["pct"] == c.pct and rs["diff_err"] == c.diff_err and rs["p"] == c.p
-    ta = stats.compare_table(df, "value", "base", by=["vms"], welch="auto")       # the old pretest
+    ta = stats.compare_table(df, "value", "base", by=["vms"], welch="auto")  # the old pretest
     assert set(ta.loc[ta.variant == "noisy", "test"]) == {"welch-log"}  # Levene: variances differ
     assert set(ta.loc[ta.variant == "fast", "test"]) == {"student"}
     t2 = stats.compare_table(df, "value", "base", by="vms", welch=False, holm=False)
@@ -221,37 +246,10 @@ def test_compare_table_errors():
         stats.compare_table(one, "value", "base", by=["vms"])
 
 
-def test_latex_structure_and_sidecar():
-    from schedlab.stats.latex import ColumnSpec, render_tabular, PREAMBLE
-    df = _long_df()
-    # latex.py prints pct +- pct_err: only ministat's table (test="student") has a symmetric error
-    t = stats.compare_table(df, "value", "base", by=["vms"], margin_pct=2.0, test="student")
-    tex, side = stats.comparison_latex(df, t, "value", "base", by=["vms"], unit="ops/s")
-    lines = tex.splitlines()
-    assert lines[0].startswith(r"\begin{tabular}{l l S[table-format=") and lines[-1] == r"\end{tabular}"
-    assert lines[1] == r"\toprule" and lines[3] == r"\midrule" and lines[-2] == r"\bottomrule"
-    body = lines[4:-2]
-    assert len(body) == 12 and all(line.endswith(r"\\") for line in body)
-    assert all(line.count("&") == 3 for line in body)
-    assert r"{\sigmark}" in tex and r"{\eqmark}" in tex and "{baseline}" in tex
-    assert r"\sigmark" in PREAMBLE and r"\eqmark" in PREAMBLE
-    json.dumps(side)                                   # JSON-able
-    cell = side["cells"]["1/delta"]                    # vms=1, first non-baseline row
-    row = t[(t.vms == 1) & (t.variant == cell["labels"][1])].iloc[0]
-    assert cell["pct"] == row["pct"] and cell["pct_err"] == row["pct_err"]
-    assert cell["significant"] == bool(row["significant"]) and r"\pm" in cell["text"]
-    # escaping and generic use
-    tex2, side2 = render_tabular([(["a_b & c%"], {"x": 1.5, "name": "#1 $5"})],
-                                 [ColumnSpec("x", "x^2", "number", decimals=1), ColumnSpec("name", "n", "text")],
-                                 label_headers=["label_1"])
-    assert r"a\_b \& c\%" in tex2 and r"\#1 \$5" in tex2 and r"x\textasciicircum{}2" in tex2
-    assert r"label\_1" in tex2 and "1.5" in tex2 and side2["cells"]["0/x"]["value"] == 1.5
-    with pytest.raises(ValueError):
-        ColumnSpec("k", "h", "bogus")
-
-
 def test_cli_does_not_import_heavy_modules():
-    code = ("import sys; from schedlab.cli import main; import schedlab.stats.ministat; "
-            "print(sorted(m for m in ('numpy', 'pandas', 'scipy') if m in sys.modules))")
+    code = (
+        "import sys; from schedlab.cli import main; import schedlab.stats.ministat; "
+        "print(sorted(m for m in ('numpy', 'pandas', 'scipy') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -3,8 +3,14 @@
 Published numbers enter only here, and only as the column they are compared
 with: for every (study, metric, variant, point) where the study file quotes
 the variant and its baseline, the published difference in % is set beside each
-testbed's difference and its ministat error. Where only one variant is quoted
-at several points (S1), the ratio of each point to the first is compared."""
+testbed's difference and its interval (the table's, at the row's Holm-adjusted
+level). Where only one variant is quoted at several points (S1), the ratio of
+each point to the first is compared.
+
+A published value inside our interval is only "not contradicted": claiming
+agreement would take an equivalence test, so the verdict says "inside the
+interval", never "agrees"."""
+
 from __future__ import annotations
 
 import json
@@ -40,13 +46,19 @@ def rows(study: dict, sidecars: dict[str, dict]) -> list[dict]:
                 else:
                     continue
                 pid = config.point_id({axis: value})
-                row = {"study": study["study"], "metric": name, "variant": v, "point": f"{axis}={value}",
-                       "kind": kind, "published": pub_pct}
+                row = {
+                    "study": study["study"],
+                    "metric": name,
+                    "variant": v,
+                    "point": f"{axis}={value}",
+                    "kind": kind,
+                    "published": pub_pct,
+                }
                 for tb, side in sidecars.items():
                     c = side["cells"].get(f"{v}/{pid}/{name}/delta")
                     if c:
                         row[tb] = c["value"]
-                        row[f"{tb}_err"] = c["pct_err"]
+                        row[f"{tb}_low"], row[f"{tb}_high"] = _interval(c)
                         row[f"{tb}_runs"] = c["runs"] + c.get("baseline_runs", [])
                 out.append(row)
         # one variant quoted at several points and its baseline not at all: ratios
@@ -57,27 +69,49 @@ def rows(study: dict, sidecars: dict[str, dict]) -> list[dict]:
                 continue
             first = quoted[0]
             for value in quoted[1:]:
-                row = {"study": study["study"], "metric": name, "variant": v, "point": f"{axis}={value}",
-                       "kind": f"{value} / {first}",
-                       "published": _pub(pub, name, v, value) / _pub(pub, name, v, first)}
+                row = {
+                    "study": study["study"],
+                    "metric": name,
+                    "variant": v,
+                    "point": f"{axis}={value}",
+                    "kind": f"{value} / {first}",
+                    "published": _pub(pub, name, v, value) / _pub(pub, name, v, first),
+                }
                 for tb, side in sidecars.items():
                     a = side["cells"].get(f"{v}/{config.point_id({axis: value})}/{name}/mean")
                     b = side["cells"].get(f"{v}/{config.point_id({axis: first})}/{name}/mean")
                     if a and b and b["value"]:
-                        row[tb] = a["value"] / b["value"]
-                        row[f"{tb}_err"] = float("nan")
+                        row[tb] = a["value"] / b["value"]  # no interval (NaN bounds)
+                        row[f"{tb}_low"] = row[f"{tb}_high"] = float("nan")
                         row[f"{tb}_runs"] = a["runs"] + b["runs"]
                 out.append(row)
     return out
 
 
-def verdict(pub: float, ours: float, err: float, ratio: bool) -> str:
-    if ours is None or (isinstance(ours, float) and math.isnan(ours)):
+def _interval(cell: dict) -> tuple[float, float]:
+    """A delta cell's interval; an unbounded end (null in the sidecar) is infinite."""
+    lo, hi = cell.get("pct_low", math.nan), cell.get("pct_high", math.nan)
+    return (-math.inf if lo is None else float(lo)), (math.inf if hi is None else float(hi))
+
+
+def _nan(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+INSIDE = "inside the interval"
+
+
+def verdict(pub: float, ours: float, low, high, ratio: bool) -> str:
+    """INSIDE when the published value lies in [low, high] (None or an infinite end:
+    unbounded; NaN: no interval), else whether the direction is the same."""
+    if _nan(ours):
         return "--"
     centre = 1.0 if ratio else 0.0
     same_sign = (pub - centre) * (ours - centre) > 0 or pub == ours == centre
-    if not ratio and math.isfinite(err) and abs(ours - pub) <= err:
-        return "within error"
+    lo = -math.inf if low is None else float(low)
+    hi = math.inf if high is None else float(high)
+    if not ratio and not (math.isnan(lo) or math.isnan(hi)) and lo <= pub <= hi:
+        return INSIDE
     return "same direction" if same_sign else "opposite"
 
 
@@ -93,23 +127,31 @@ def build(studies: dict[str, dict], testbeds: list[str], paper_dir: Path) -> pd.
     df = pd.DataFrame(allrows)
     for tb in testbeds:
         if tb in df:
-            df[f"{tb}_verdict"] = [verdict(p, o, e, "/" in k) for p, o, e, k in
-                                   zip(df["published"], df[tb], df[f"{tb}_err"], df["kind"])]
+            df[f"{tb}_verdict"] = [
+                verdict(p, o, lo, hi, "/" in k)
+                for p, o, lo, hi, k in zip(df["published"], df[tb], df[f"{tb}_low"], df[f"{tb}_high"], df["kind"])
+            ]
     return df
 
 
+CROSS_VERDICTS = ("same direction", "one testbed only", "neither significant", "opposite")
+
+
 def cross_verdict(a: dict, b: dict) -> str:
-    """Two testbeds' comparison cells for the same (study, metric, variant, point)."""
+    """Two testbeds' comparison cells for the same (study, metric, variant, point): whether
+    both are significant and in which directions (not agreement in size: that would take
+    an equivalence test)."""
     sa, sb = a.get("significant"), b.get("significant")
     if sa and sb:
-        return "agree" if (a["value"] > 0) == (b["value"] > 0) else "disagree"
+        return "same direction" if (a["value"] > 0) == (b["value"] > 0) else "opposite"
     if sa or sb:
         return "one testbed only"
     return "neither significant"
 
 
-def cross(studies: dict[str, dict], pairs: list[tuple[str, str]], paper_dir: Path,
-          reference: str = "sim") -> pd.DataFrame:
+def cross(
+    studies: dict[str, dict], pairs: list[tuple[str, str]], paper_dir: Path, reference: str = "sim"
+) -> pd.DataFrame:
     """Every comparison that `reference` and another reported testbed both make
     (same study, metric, variant and point id; the other testbed's points are the
     study's scaled-down axes, so only the common points are compared)."""
@@ -130,8 +172,22 @@ def cross(studies: dict[str, dict], pairs: list[tuple[str, str]], paper_dir: Pat
                     continue
                 r = by_tb[reference][key]
                 variant, pid, metric, _ = key.split("/")
-                out.append({"study": s, "testbed": tb, "metric": metric, "variant": variant, "point": pid,
-                            "base_value": r["value"], "base_err": r["pct_err"], "value": c["value"],
-                            "err": c["pct_err"], "verdict": cross_verdict(r, c),
-                            "runs": r["runs"] + r.get("baseline_runs", []) + c["runs"] + c.get("baseline_runs", [])})
+                (rlo, rhi), (lo, hi) = _interval(r), _interval(c)
+                out.append(
+                    {
+                        "study": s,
+                        "testbed": tb,
+                        "metric": metric,
+                        "variant": variant,
+                        "point": pid,
+                        "base_value": r["value"],
+                        "base_low": rlo,
+                        "base_high": rhi,
+                        "value": c["value"],
+                        "low": lo,
+                        "high": hi,
+                        "verdict": cross_verdict(r, c),
+                        "runs": r["runs"] + r.get("baseline_runs", []) + c["runs"] + c.get("baseline_runs", []),
+                    }
+                )
     return pd.DataFrame(out)

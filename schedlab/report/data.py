@@ -1,6 +1,7 @@
 """Read a study's runs for the notebooks: the manifests written by the run
 stage say which records belong to the current study definition; every record
 is checked (schema and checksum) as it is read."""
+
 from __future__ import annotations
 
 import hashlib
@@ -26,13 +27,26 @@ def load_runs(data_dir: Path, testbed: str, study: str, include_warmup: bool = F
     except store.RecordError as e:
         raise DataError(str(e)) from None
     kept = [r for r in recs if include_warmup or not r["warmup"]]
-    rows = [{"run_id": r["run_id"], "variant": r["variant"], **r["point"], "repetition": r["repetition"],
-             "warmup": r["warmup"], "seed": r["seed"], "checksum": r["checksum"],
-             "build_id": r["provenance"]["build_id"], **r["metrics"]} for r in kept]
+    rows = [
+        {
+            "run_id": r["run_id"],
+            "variant": r["variant"],
+            **r["point"],
+            "repetition": r["repetition"],
+            "warmup": r["warmup"],
+            "seed": r["seed"],
+            "checksum": r["checksum"],
+            "build_id": r["provenance"]["build_id"],
+            **r["metrics"],
+        }
+        for r in kept
+    ]
     if not rows:
-        raise DataError(f"no runs for study {study} on testbed {testbed} in "
-                        f"{records.study_manifest(Path(data_dir), testbed, study)} "
-                        f"(run `snakemake` or `schedlab run {study} --testbed {testbed} ...` first)")
+        raise DataError(
+            f"no runs for study {study} on testbed {testbed} in "
+            f"{records.study_manifest(Path(data_dir), testbed, study)} "
+            f"(run `snakemake` or `schedlab run {study} --testbed {testbed} ...` first)"
+        )
     frame = pd.DataFrame(rows)
     frame.attrs["records"] = {r["run_id"]: r for r in kept}
     return frame
@@ -58,8 +72,9 @@ def provenance_summary(data_dir: Path, testbed: str, study: str, runs: pd.DataFr
     recs = _records(data_dir, testbed, study, runs)
     tbs = {json.dumps(r["provenance"]["testbed"], sort_keys=True) for r in recs}
     hosts = {json.dumps(r["provenance"]["host"], sort_keys=True) for r in recs}
-    commits = sorted({r["provenance"]["repo_commit"][:12] + ("+dirty" if r["provenance"].get("repo_dirty") else "")
-                      for r in recs})
+    commits = sorted(
+        {r["provenance"]["repo_commit"][:12] + ("+dirty" if r["provenance"].get("repo_dirty") else "") for r in recs}
+    )
     return {
         "testbeds": [json.loads(t) for t in sorted(tbs)],
         "hosts": [json.loads(h) for h in sorted(hosts)],
@@ -95,7 +110,7 @@ def machine_load(recs: list[dict]) -> dict:
 def booted_builds(recs: list[dict]) -> dict[str, list[str]]:
     """Per variant, what its runs booted, from each record's counters (qemu and lab: the Xen
     build and its command line; native runs: the kernel and its command line). Empty for the sim."""
-    out: dict[str, dict[str, set[str]]] = {}     # variant -> build -> command lines seen
+    out: dict[str, dict[str, set[str]]] = {}  # variant -> build -> command lines seen
     for r in recs:
         c = r.get("counters") or {}
         booted = c.get("booted") or {}
@@ -107,18 +122,24 @@ def booted_builds(recs: list[dict]) -> dict[str, list[str]]:
                 booted = old
         if c.get("xen"):
             x = c["xen"]
-            build = (f"Xen {x.get('xen_version')} (patch series {x.get('patches')}, "
-                     f"binary sha256 {str(x.get('sha256', ''))[:12]})")
+            build = (
+                f"Xen {x.get('xen_version')} (patch series {x.get('patches')}, "
+                f"binary sha256 {str(x.get('sha256', ''))[:12]})"
+            )
             cmdline = booted.get("xen_commandline")
         elif c.get("kernel"):
             k = c["kernel"]
-            build = (f"Linux {k.get('kernelrelease')} (config {k.get('config')}, "
-                     f".config sha256 {str(k.get('config_sha256', ''))[:12]})")
+            build = (
+                f"Linux {k.get('kernelrelease')} (config {k.get('config')}, "
+                f".config sha256 {str(k.get('config_sha256', ''))[:12]})"
+            )
             cmdline = c.get("cmdline")
         else:
             continue
         seen = out.setdefault(r["variant"], {}).setdefault(build, set())
         if cmdline:
             seen.add(cmdline)
-    return {v: [b + "".join(f", command line `{cl}'" for cl in sorted(cls)) for b, cls in sorted(builds.items())]
-            for v, builds in sorted(out.items())}
+    return {
+        v: [b + "".join(f", command line `{cl}'" for cl in sorted(cls)) for b, cls in sorted(builds.items())]
+        for v, builds in sorted(out.items())
+    }

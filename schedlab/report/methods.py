@@ -4,6 +4,7 @@ records' provenance. Nothing in it is typed by hand.
 
     python -m schedlab.report.methods --data-dir data --paper-dir paper --testbed sim
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,11 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from schedlab import config
-from schedlab.report import data as rdata
 from schedlab.core.files import atomic_write
-from schedlab.report.tables import _latex_escape as esc
+from schedlab.report import data as rdata
+from schedlab.report.tables import latex_escape as esc
 
-DETECT_PCT = 5.0   # the effect size the power analysis asks each study to detect
+DETECT_PCT = 5.0  # the effect size the power analysis asks each study to detect
 POWER = 0.8
 
 
@@ -57,6 +58,7 @@ def study_label(study: str) -> str:
 
 def power_text(study: dict, testbed: str, runs) -> str:
     from schedlab import stats
+
     base = study["baseline"]
     axes = list(config.testbed_settings(study, testbed)["axes"])
     ran = config.testbed_settings(study, testbed)["runs"]
@@ -65,35 +67,91 @@ def power_text(study: dict, testbed: str, runs) -> str:
         if m["name"] not in runs:
             continue
         for keys, grp in runs[runs["variant"] == base].groupby(axes):
-            vals = grp[m["name"]].dropna().to_numpy(float)   # NaN where the metric's `when` excludes the point
+            vals = grp[m["name"]].dropna().to_numpy(float)  # NaN where the metric's `when` excludes the point
             if len(vals) < 2:
                 continue
             need = stats.runs_needed(vals, detect_pct=DETECT_PCT, confidence=95.0, power=POWER)
-            if need > worst:
-                worst, where = need, f"{m['name']} at {', '.join(f'{a}={k}' for a, k in zip(axes, np.atleast_1d(keys)))}"
+            if (need, need.capped) > (worst, getattr(worst, "capped", False)):  # capped: more than max_runs
+                worst, where = (
+                    need,
+                    f"{m['name']} at {', '.join(f'{a}={k}' for a, k in zip(axes, np.atleast_1d(keys)))}",
+                )
     if not where:
         return "no baseline variance to estimate power from"
-    verdict = "enough" if ran >= worst else "not enough"
-    return (f"detecting a {DETECT_PCT:g}\\,\\% difference at 95\\,\\% confidence with power {POWER:g} "
-            f"needs at most {worst} runs per point (worst case: {esc(where)}); the study ran {ran}: {verdict}")
+    capped = bool(getattr(worst, "capped", False))
+    verdict = "enough" if ran >= worst and not capped else "not enough"
+    # runs_needed stops at max_runs: then all we know is "more than that"
+    needs = f"more than {int(worst)}" if capped else f"at most {int(worst)}"
+    return (
+        f"detecting a {DETECT_PCT:g}\\,\\% difference at 95\\,\\% confidence with power {POWER:g} "
+        f"needs {needs} runs per point (worst case: {esc(where)}); the study ran {ran}: {verdict}"
+    )
 
 
 # What each testbed can and cannot show: typed once here, printed under the testbed's
 # description (no numbers: those come from the records).
 TESTBED_NOTES = {
-    "qemu": (r"The qemu testbed runs the real Xen~4.17 credit1 code (built from Debian's source package with "
-             r"each variant's patch series) and real Linux~6.1 guests, but on QEMU's TCG: each vCPU of the "
-             r"emulated host is a thread of the development machine, translated, not executed. TCG has no "
-             r"caches, TLBs or memory latency of its own and no remote-memory cost between emulated NUMA nodes, "
-             r"so the throughput effects of cache warmth or locality (S3, S4) cannot show here, though how often "
-             r"Xen migrates vCPUs (S3, counted from Xen's own trace) can; its clock "
-             r"advances with the host's time while code runs some 10--100 times slower than on hardware, so "
-             r"absolute numbers (Mbit/s, lock operations per second, benchmark seconds) are not those of a "
-             r"machine and only the directions and relative sizes of differences carry over. Each run records "
-             r"the development machine's load average; runs were made with nothing else running."),
-    "lab": (r"The lab testbed installs the same builds on hosts over SSH, reboots them through GRUB and checks "
-            r"what booted before each run."),
+    "qemu": (
+        r"The qemu testbed runs the real Xen~4.17 credit1 code (built from Debian's source package with "
+        r"each variant's patch series) and real Linux~6.1 guests, but on QEMU's TCG: each vCPU of the "
+        r"emulated host is a thread of the development machine, translated, not executed. TCG has no "
+        r"caches, TLBs or memory latency of its own and no remote-memory cost between emulated NUMA nodes, "
+        r"so the throughput effects of cache warmth or locality (S3, S4) cannot show here, though how often "
+        r"Xen migrates vCPUs (S3, counted from Xen's own trace) can; its clock "
+        r"advances with the host's time while code runs some 10--100 times slower than on hardware, so "
+        r"absolute numbers (Mbit/s, lock operations per second, benchmark seconds) are not those of a "
+        r"machine and only the directions and relative sizes of differences carry over. Each run records "
+        r"the development machine's load average; runs were made with nothing else running."
+    ),
+    "lab": (
+        r"The lab testbed installs the same builds on hosts over SSH, reboots them through GRUB and checks "
+        r"what booted before each run."
+    ),
 }
+
+
+def statistics_text(tests: set[str]) -> str:
+    """The Statistics paragraph; `tests`: compare_table's row tests in the reported tables."""
+    from schedlab.stats import BCA_MIN_RUNS
+
+    text = [
+        r"\paragraph{Statistics.} Each cell compares a variant with its baseline at one point: "
+        r"Welch's $t$-test on the log ratio of the two means (delta-method standard error, "
+        r"Welch--Satterthwaite degrees of freedom), which needs neither equal variances nor a "
+        r"symmetric interval"
+        + (r"; on the difference of the means where they differ in sign" if "welch" in tests else "")
+        + ". "
+    ]
+    if "permutation" in tests:
+        text.append(
+            r"Where a table's caption says so, a permutation test of the difference of the means "
+            r"(exact over all partitions where there are few) replaces it, for bimodal runs. "
+        )
+    text.append(
+        r"$p$-values are adjusted with Holm--Bonferroni \citep{holm1979} across all comparisons of a "
+        r"table; the caption states the family size. Each difference, in \% of the baseline mean, "
+        r"carries the interval dual to its adjusted verdict: computed at the row's Holm level "
+        r"$1-\alpha/c$ ($\alpha = 5$\,\%; $\alpha/c$ is the threshold Holm's step-down applies to "
+        r"the row's $p$), so it excludes 0 exactly where the row is "
+        r"significant. Being an interval of a ratio of means, it is asymmetric and never below "
+        r"$-100$\,\%; an unbounded end prints as $\infty$. "
+    )
+    if "student" in tests:
+        text.append(
+            r"Rows marked $^{\ddagger}$ keep ministat's unadjusted Student's $t$ interval "
+            r"\citep{ministat}, which may disagree with the adjusted star. "
+        )
+    text.append(
+        r"Claims of ``no difference'' rest on a TOST equivalence test \citep{schuirmann1987tost} with "
+        r"a margin declared in the study file, its $p$-values Holm-adjusted across the table like the "
+        r"$t$-tests', never on a non-significant $t$-test. Means carry 95\,\% $t$-intervals. The "
+        r"library reproduces ministat's own numbers exactly \citep{ministat} and adds these tests, the "
+        r"adjustment and the intervals. Ratios of mean run totals quoted in the "
+        r"text carry a 95\,\% interval: the log-ratio $t$ interval (delta method, Welch "
+        rf"degrees of freedom) below {BCA_MIN_RUNS} runs per arm, where resampling a few runs "
+        rf"under-covers, and the BCa bootstrap from {BCA_MIN_RUNS} runs; the text names which."
+    )
+    return "".join(text)
 
 
 def _machine_text(m: dict, n_runs: int) -> str:
@@ -105,13 +163,22 @@ def _machine_text(m: dict, n_runs: int) -> str:
         parts.append(f"1-minute load average {m['load'][0]:.1f}--{m['load'][1]:.1f}")
     if "steal_pct" in m:
         lo, hi, n = m["steal_pct"]
-        parts.append(f"CPU time taken by the machine's own hypervisor (steal) {lo:.1f}--{hi:.1f}\\,\\% "
-                     f"({n} of {n_runs} runs record it)")
+        parts.append(
+            f"CPU time taken by the machine's own hypervisor (steal) {lo:.1f}--{hi:.1f}\\,\\% "
+            f"({n} of {n_runs} runs record it)"
+        )
     return " Development machine during the runs: " + "; ".join(parts) + "."
 
 
-def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], studies_dir: Path,
-             study_names: list[str], base_seed: int, measured: list[str] | None = None) -> None:
+def generate(
+    data_dir: Path,
+    paper_dir: Path,
+    pairs: list[tuple[str, str]],
+    studies_dir: Path,
+    study_names: list[str],
+    base_seed: int,
+    measured: list[str] | None = None,
+) -> None:
     """pairs: the (study, testbed) results the paper reports; measured: the testbeds
     this build ran (the others' tables are re-derived from shipped raw records)."""
     testbeds = list(dict.fromkeys(tb for _, tb in pairs))
@@ -119,36 +186,58 @@ def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], stud
     out = paper_dir / "generated"
     out.mkdir(parents=True, exist_ok=True)
     studies = {s: config.load_study(Path(studies_dir) / f"{s}.yaml") for s in study_names}
-    atomic_write(out / "testbeds.tex", "% generated: the testbeds and (study, testbed) results this paper reports\n"
-                  + "".join(f"\\expandafter\\def\\csname slrep@{tb}\\endcsname{{}}\n" for tb in testbeds)
-                  + "".join(f"\\expandafter\\def\\csname slrep@{s}@{tb}\\endcsname{{}}\n"
-                            f"\\input{{generated/{s}/{tb}-macros.tex}}\n" for s, tb in pairs)
-                  # \sv{reported/qemu}: the studies reported on a testbed, for the text
-                  + "".join(f"\\expandafter\\def\\csname sv@reported/{tb}\\endcsname{{"
-                            + _and([esc(study_label(s)) for s, t in pairs if t == tb]) + "}\n" for tb in testbeds))
+    atomic_write(
+        out / "testbeds.tex",
+        "% generated: the testbeds and (study, testbed) results this paper reports\n"
+        + "".join(f"\\expandafter\\def\\csname slrep@{tb}\\endcsname{{}}\n" for tb in testbeds)
+        + "".join(
+            f"\\expandafter\\def\\csname slrep@{s}@{tb}\\endcsname{{}}\n\\input{{generated/{s}/{tb}-macros.tex}}\n"
+            for s, tb in pairs
+        )
+        # \sv{reported/qemu}: the studies reported on a testbed, for the text
+        + "".join(
+            f"\\expandafter\\def\\csname sv@reported/{tb}\\endcsname{{"
+            + _and([esc(study_label(s)) for s, t in pairs if t == tb])
+            + "}\n"
+            for tb in testbeds
+        ),
+    )
 
     lines = [r"% generated by schedlab.report.methods from the study files and the records' provenance"]
-    hashes = []
+    hashes, tests_used = [], set()
     for tb in testbeds:
         lines.append(f"\\subsection*{{The {tb} testbed}}")
         described, hosts, commits = {}, set(), set()
-        for s, st in studies.items():
+        for s in studies:
             if (s, tb) not in pairs:
                 continue
             runs = rdata.load_runs(data_dir, tb, s)
             prov = rdata.provenance_summary(data_dir, tb, s, runs)
             for d in prov["testbeds"]:
                 described.update(d)
-            hosts.update(f"{h.get('hostname')} ({h.get('cpu_model')}, {h.get('cpus')} CPUs, Linux {h.get('kernel')})" for h in prov["hosts"])
+            hosts.update(
+                f"{h.get('hostname')} ({h.get('cpu_model')}, {h.get('cpus')} CPUs, Linux {h.get('kernel')})"
+                for h in prov["hosts"]
+            )
             commits.update(prov["repo_commits"])
-        lines.append("Testbed description from the records: " + "; ".join(
-            f"{esc(str(k))}: \\texttt{{{esc(_short(v))}}}" for k, v in sorted(described.items())
-            if isinstance(v, (str, int, float))) + ".")
-        lines.append(f"Hosts: {esc('; '.join(sorted(hosts)))}. Repository commit(s): \\texttt{{{esc(', '.join(sorted(commits)))}}}.")
+        lines.append(
+            "Testbed description from the records: "
+            + "; ".join(
+                f"{esc(str(k))}: \\texttt{{{esc(_short(v))}}}"
+                for k, v in sorted(described.items())
+                if isinstance(v, (str, int, float))
+            )
+            + "."
+        )
+        lines.append(
+            f"Hosts: {esc('; '.join(sorted(hosts)))}. Repository commit(s): \\texttt{{{esc(', '.join(sorted(commits)))}}}."
+        )
         if tb not in measured:
-            lines.append(f"This build did not measure on the {tb} testbed: its tables are re-derived from the "
-                         f"raw records shipped in \\texttt{{data/raw/{tb}}} (\\texttt{{make paper MEASURE={tb}}} "
-                         "measures them again).")
+            lines.append(
+                f"This build did not measure on the {tb} testbed: its tables are re-derived from the "
+                f"raw records shipped in \\texttt{{data/raw/{tb}}} (\\texttt{{make paper MEASURE={tb}}} "
+                "measures them again)."
+            )
         if tb in TESTBED_NOTES:
             lines.append(TESTBED_NOTES[tb])
         lines.append(r"\begingroup\sloppy  % long command lines and hashes: no overfull lines")
@@ -160,36 +249,43 @@ def generate(data_dir: Path, paper_dir: Path, pairs: list[tuple[str, str]], stud
             runs = rdata.load_runs(data_dir, tb, s)
             side = json.loads((out / s / f"{tb}-cells.json").read_text())
             hashes.append((f"{s}-{tb}", side["data_hash"]))
+            tests_used.update(c["test"] for c in side["cells"].values() if "test" in c)
             prov = rdata.provenance_summary(data_dir, tb, s, runs)
             seeds = prov["seeds"]
             lines.append(
                 f"\\item \\textbf{{{s.upper()}}} ({esc(st['title'])}): "
-                + "; ".join(f"{esc(a)} $\\in$ \\{{{', '.join(esc(str(v)) for v in vals)}\\}}" for a, vals in ts["axes"].items())
+                + "; ".join(
+                    f"{esc(a)} $\\in$ \\{{{', '.join(esc(str(v)) for v in vals)}\\}}" for a, vals in ts["axes"].items()
+                )
                 + f". {ts['runs']} measured runs per point after {ts['warmup']} discarded warm-up run(s); "
                 f"{prov['n_runs']} measured runs in all, run order seeded and interleaved (plan seed {prov['plan_seed']}); "
                 f"run seeds derived from the base seed {base_seed} (range {min(seeds)}--{max(seeds)}). "
                 f"Variants, against \\texttt{{{esc(st['baseline'])}}}: "
                 + "; ".join(_variant_line(n, v) for n, v in st["variants"].items())
                 + f". Power: {power_text(st, tb, runs)}. Raw data \\texttt{{sha256:{side['data_hash'][:16]}}}."
-                + ("" if not prov["booted"] else " Booted, from the records: " + "; ".join(
-                    f"\\texttt{{{esc(v)}}}: " + ", ".join(esc(d) for d in ds) for v, ds in prov["booted"].items()) + ".")
-                + _machine_text(prov["machine"], prov["n_runs"]))
+                + (
+                    ""
+                    if not prov["booted"]
+                    else " Booted, from the records: "
+                    + "; ".join(
+                        f"\\texttt{{{esc(v)}}}: " + ", ".join(esc(d) for d in ds) for v, ds in prov["booted"].items()
+                    )
+                    + "."
+                )
+                + _machine_text(prov["machine"], prov["n_runs"])
+            )
         lines.append(r"\end{itemize}\endgroup")
-    lines.append(
-        r"\paragraph{Statistics.} Each cell compares a variant with its baseline at one point as ministat does "
-        r"\citep{ministat}: Student's $t$-test with pooled variance at 95\,\% confidence, the difference and its "
-        r"error (the half-width of the interval) in \% of the baseline mean. Where the variances differ (Brown--Forsythe test "
-        r"at 5\,\%) Welch's test is used instead, marked $^{\dagger}$ in the table. $p$-values are adjusted with "
-        r"Holm--Bonferroni \citep{holm1979} across all comparisons of a table; the caption states the family size. "
-        r"Claims of ``no difference'' rest on a TOST equivalence test \citep{schuirmann1987tost} with a declared "
-        r"margin, never on a non-significant $t$-test. Means carry 95\,\% $t$-intervals.")
+    lines.append(statistics_text(tests_used))
     atomic_write(out / "methods.tex", "\n".join(lines) + "\n")
 
     h = hashlib.sha256("".join(f"{t} {d}\n" for t, d in sorted(hashes)).encode()).hexdigest()
-    atomic_write(out / "dataset.tex",
-                  "% generated\n\\paragraph{Dataset.} The tables of this paper are derived from raw data with checksum\n"
-                  f"\\begin{{center}}\\small\\texttt{{sha256:{h}}}\\end{{center}}\n(the hash of the per-table data hashes: "
-                  + ", ".join(f"{esc(t)} \\texttt{{{d[:12]}}}" for t, d in sorted(hashes)) + ").\n")
+    atomic_write(
+        out / "dataset.tex",
+        "% generated\n\\paragraph{Dataset.} The tables of this paper are derived from raw data with checksum\n"
+        f"\\begin{{center}}\\small\\texttt{{sha256:{h}}}\\end{{center}}\n(the hash of the per-table data hashes: "
+        + ", ".join(f"{esc(t)} \\texttt{{{d[:12]}}}" for t, d in sorted(hashes))
+        + ").\n",
+    )
 
 
 def main(argv=None) -> int:
@@ -199,10 +295,16 @@ def main(argv=None) -> int:
     p.add_argument("--studies-dir", default="config/studies")
     p.add_argument("--study", action="append", required=True)
     p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--pair", action="append", default=[], metavar="STUDY:TESTBED",
-                   help="a reported (study, testbed) result")
-    p.add_argument("--measured", action="append", default=None, metavar="TESTBED",
-                   help="a testbed this build measured (others are re-derived from shipped records)")
+    p.add_argument(
+        "--pair", action="append", default=[], metavar="STUDY:TESTBED", help="a reported (study, testbed) result"
+    )
+    p.add_argument(
+        "--measured",
+        action="append",
+        default=None,
+        metavar="TESTBED",
+        help="a testbed this build measured (others are re-derived from shipped records)",
+    )
     a = p.parse_args(argv)
     pairs = [tuple(x.split(":", 1)) for x in a.pair]
     generate(Path(a.data_dir), Path(a.paper_dir), pairs, Path(a.studies_dir), a.study, a.seed, a.measured)

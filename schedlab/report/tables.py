@@ -1,5 +1,7 @@
-"""One study's comparison table: numbers from `schedlab.stats`, layout in
-LaTeX (booktabs + siunitx), and a sidecar mapping every cell to its runs."""
+"""The paper's tables: one tabular renderer (booktabs, siunitx numbers) for the
+study tables and the agreement tables, and one study's comparison table built
+on it, with the sidecar mapping every cell to its runs and the text's macros."""
+
 from __future__ import annotations
 
 import json
@@ -10,33 +12,171 @@ import numpy as np
 import pandas as pd
 
 from schedlab import config
-from schedlab.report.data import data_hash
 from schedlab.core.files import atomic_write
+from schedlab.report.data import data_hash
+
+_ESC = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+}
 
 
-def _latex_escape(s: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
-                 ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
-        s = s.replace(a, b)
-    return s
+def latex_escape(s) -> str:
+    """Text-mode escaping of every LaTeX special character."""
+    return "".join(_ESC.get(ch, ch) for ch in str(s))
+
+
+def _finite(x) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
 
 
 def _decimals(err: float, sig: int = 2) -> int:
     """Decimal places that show `err` to `sig` significant digits (the value follows)."""
-    if not math.isfinite(err) or err <= 0:
+    if not _finite(err) or err <= 0:
         return 2
     return max(0, sig - 1 - int(math.floor(math.log10(abs(err)))))
 
 
+def _fixed(x: float, d: int) -> str:
+    s = f"{x:.{d}f}"
+    return s.lstrip("-") if float(s) == 0 else s  # no "-0.0"
+
+
 def fmt_pm(value: float, err: float) -> str:
+    """A mean and its symmetric t-interval half-width: \\num{m}\\,$\\pm$\\,\\num{e}."""
     d = _decimals(err)
-    if not math.isfinite(err) or err <= 0:
-        return rf"\num{{{value:.{d}f}}}"
-    return rf"\num{{{value:.{d}f}}}\,$\pm$\,\num{{{err:.{d}f}}}"
+    if not _finite(err) or err <= 0:
+        return rf"\num{{{_fixed(value, d)}}}"
+    return rf"\num{{{_fixed(value, d)}}}\,$\pm$\,\num{{{_fixed(err, d)}}}"
+
+
+def fmt_signed(x: float, decimals: int = 1) -> str:
+    """A signed number for the text: "+1.2", "$-$1.2" (a real minus), "0.0" (never "-0.0")."""
+    if not _finite(x):
+        return "--"
+    s = _fixed(x, decimals)
+    return s if float(s) == 0 else _signed(s if s.startswith("-") else "+" + s)
+
+
+def _end(x, sign: float) -> float:
+    """An interval end as a float: None (unbounded) is sign * inf; NaN stays NaN."""
+    return sign * math.inf if x is None else float(x)
+
+
+def _signed(s: str) -> str:
+    return r"$-$" + s[1:] if s.startswith("-") else s  # a real minus sign in text
+
+
+def _half(x: float, d: int) -> str:
+    return r"\infty" if math.isinf(x) else rf"\num{{{_fixed(x, d)}}}"
+
+
+def fmt_delta(pct: float, low, high, marks: str = "") -> str:
+    """A difference with its asymmetric interval, \\num{pct}$^{+a}_{-b}$ (a = high - pct,
+    b = pct - low; an unbounded end is \\infty; None is unbounded), then `marks`
+    (math) as superscripts."""
+    if not _finite(pct):
+        return "--"
+    low, high = _end(low, -1), _end(high, 1)
+    math_part = ""
+    if not (math.isnan(low) or math.isnan(high)):
+        up, down = max(high - pct, 0.0), max(pct - low, 0.0)
+        widths = [w for w in (up, down) if math.isfinite(w) and w > 0]
+        d = min(_decimals(min(widths)), 4) if widths else 1
+        if up or down:
+            math_part = f"^{{+{_half(up, d)}}}_{{-{_half(down, d)}}}"
+    else:
+        d = 1
+    if marks:
+        math_part += (r"\," if math_part else "") + "{}^{" + marks + "}"  # \,: a star off the "+a" beside it
+    return rf"\num{{{_fixed(pct, d)}}}" + (f"${math_part}$" if math_part else "")
+
+
+def fmt_bracket(low, high, decimals: int | None = None) -> str:
+    """ "[lo, hi]" for the text: a real minus sign, $\\infty$ where unbounded (None or
+    an infinite end); decimals from the width (two significant digits, at least one)."""
+    low, high = _end(low, -1), _end(high, 1)
+    if math.isnan(low) or math.isnan(high):
+        return "--"
+    if decimals is None:
+        width = high - low
+        decimals = min(max(1, _decimals(width)), 4) if math.isfinite(width) and width > 0 else 1
+
+    def end(x):
+        if math.isinf(x):
+            return r"$-\infty$" if x < 0 else r"$\infty$"
+        return _signed(_fixed(x, decimals))
+
+    return f"[{end(low)}, {end(high)}]"
+
+
+def render_tabular(columns, rows, groups=None) -> str:
+    """The paper's one table renderer: a booktabs tabular.
+
+    columns: (header, align) pairs, headers in LaTeX (escape text with latex_escape).
+    rows: lists of cells in LaTeX, one per column; None between two rows adds space.
+    groups: an optional header row above the columns' headers, (LaTeX, span) pairs
+    covering every column; a group over several columns is centred and ruled."""
+    columns = list(columns)
+    n = len(columns)
+    lines = [rf"\begin{{tabular}}{{{''.join(a for _, a in columns)}}}", r"\toprule"]
+    if groups:
+        groups = list(groups)
+        if sum(span for _, span in groups) != n:
+            raise ValueError(f"render_tabular: header groups span {sum(s for _, s in groups)} of {n} columns")
+        heads, rules, c0 = [], [], 1
+        for text, span in groups:
+            if span > 1:
+                heads.append(rf"\multicolumn{{{span}}}{{c}}{{{text}}}")
+                rules.append(rf"\cmidrule(lr){{{c0}-{c0 + span - 1}}}")
+            else:
+                heads.append(text)
+            c0 += span
+        lines += [" & ".join(heads) + r" \\", "".join(rules)] if rules else [" & ".join(heads) + r" \\"]
+    lines += [" & ".join(h for h, _ in columns) + r" \\", r"\midrule"]
+    rows = list(rows)
+    while rows and rows[-1] is None:
+        rows.pop()
+    for i, row in enumerate(rows):
+        if row is None:
+            lines.append(r"\addlinespace")
+            continue
+        if len(row) != n:
+            raise ValueError(f"render_tabular: row {i} has {len(row)} cells for {n} columns")
+        lines.append(" & ".join(str(c) for c in row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def latex_table(tabular: str, caption: str, label: str) -> str:
+    """A tabular as a floating table, shrunk to the line width when wider."""
+    return (
+        r"\begin{table}[tbp]"
+        "\n"
+        r"\centering\small"
+        "\n"
+        r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%"
+        "\n" + tabular + "}\n" + rf"\caption{{{caption}}}" + "\n" + rf"\label{{{label}}}" + "\n" + r"\end{table}" + "\n"
+    )
 
 
 def mean_ci(values: np.ndarray, confidence: float = 95.0) -> tuple[float, float]:
     from scipy import stats as st
+
     n = len(values)
     mean = float(np.mean(values))
     if n < 2:
@@ -45,45 +185,90 @@ def mean_ci(values: np.ndarray, confidence: float = 95.0) -> tuple[float, float]
     return mean, float(st.t.ppf(0.5 + confidence / 200, n - 1) * sd / math.sqrt(n))
 
 
-def compare_study(runs: pd.DataFrame, study: dict, testbed: str, confidence: float = 95.0,
-                  margin_pct: float | None = None) -> pd.DataFrame:
-    """Every variant against its baseline at every point, for every metric: one
-    family for Holm's adjustment (the whole table)."""
+def compare_study(
+    runs: pd.DataFrame,
+    study: dict,
+    testbed: str,
+    confidence: float = 95.0,
+    margin_pct: float | None = None,
+    test: str = "welch",
+) -> pd.DataFrame:
+    """Every variant against its own baseline (or the study's) at every point, for
+    every metric, in one compare_table call: one Holm family (the whole table), so
+    each row's interval is at that row's Holm level."""
     from schedlab.stats import compare_table
+
     axes = list(config.testbed_settings(study, testbed)["axes"])
     metrics = [m["name"] for m in study["metrics"]]
-    long = runs.melt(id_vars=["run_id", "variant", *axes], value_vars=[m for m in metrics if m in runs],
-                     var_name="metric", value_name="value")
+    long = runs.melt(
+        id_vars=["run_id", "variant", *axes],
+        value_vars=[m for m in metrics if m in runs],
+        var_name="metric",
+        value_name="value",
+    )
     # metrics with `when:` exist only at some points (their other rows are NaN)
     long = long.dropna(subset=["value"])
-    out = []
     baselines = {v: d.get("baseline", study["baseline"]) for v, d in study["variants"].items()}
-    for base in sorted(set(baselines.values())):
-        members = [v for v, b in baselines.items() if b == base and v != base]
-        sub = long[long["variant"].isin([base, *members])]
-        if members:
-            out.append(compare_table(sub, metric="value", baseline=base, by=["metric", *axes],
-                                     confidence=confidence, margin_pct=margin_pct, holm=False))
-    table = pd.concat(out, ignore_index=True)
-    from schedlab.stats import holm
-    table["p_holm"] = holm(table["p"].to_numpy())
-    table["significant"] = table["p_holm"] < (1 - confidence / 100)
-    return table
+    return compare_table(
+        long,
+        metric="value",
+        baseline=baselines,
+        by=["metric", *axes],
+        confidence=confidence,
+        margin_pct=margin_pct,
+        test=test,
+    )
+
+
+# how each compare_table `test` computes a row's p-value and interval, for captions
+TEST_TEXT = {
+    "welch-log": r"Welch's $t$ on the log ratio of the means",
+    "welch": r"Welch's $t$ on the difference of the means (where they differ in sign)",
+    "permutation": r"the permutation test of the difference of the means, inverted",
+    "student": r"ministat's Student's $t$",
+}
+
+
+DELTA_HEAD = r"$\Delta$\,\% (interval)"
+MEAN_HEAD = r"mean $\pm$ CI"
+
+
+def json_safe(o):
+    """Strict JSON: a non-finite float (an unbounded interval end) becomes null."""
+    if isinstance(o, dict):
+        return {k: json_safe(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [json_safe(v) for v in o]
+    if isinstance(o, (np.bool_,)):
+        return bool(o)
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (float, np.floating)):
+        return float(o) if math.isfinite(o) else None
+    return o
 
 
 class StudyTable:
     """Builds the LaTeX table and its sidecar for one study on one testbed."""
 
-    def __init__(self, study: dict, testbed: str, runs: pd.DataFrame, out_dir: Path,
-                 confidence: float = 95.0, margin_pct: float | None = None):
+    def __init__(
+        self,
+        study: dict,
+        testbed: str,
+        runs: pd.DataFrame,
+        out_dir: Path,
+        confidence: float = 95.0,
+        margin_pct: float | None = None,
+        test: str = "welch",
+    ):
         self.study, self.testbed, self.runs = study, testbed, runs
         self.out_dir = Path(out_dir)
-        self.confidence, self.margin_pct = confidence, margin_pct
+        self.confidence, self.margin_pct, self.test = confidence, margin_pct, test
         self.axes = list(config.testbed_settings(study, testbed)["axes"])
         self.metrics = study["metrics"]
         self.table_id = f"{study['study']}-{testbed}"
         self.hash = data_hash(runs)
-        self.cmp = compare_study(runs, study, testbed, confidence, margin_pct)
+        self.cmp = compare_study(runs, study, testbed, confidence, margin_pct, test)
         self.cells: dict[str, dict] = {}
         self.macros: dict[str, str] = {}
 
@@ -94,10 +279,28 @@ class StudyTable:
             sel &= self.runs[a] == point[a]
         return sorted(self.runs.loc[sel, "run_id"])
 
-    def _cell(self, key: str, row: int, col: int, text: str, value, stat: str, runs: list[str],
-              baseline_runs: list[str] | None = None, **extra) -> str:
-        self.cells[key] = {"row": row, "col": col, "text": text, "value": value, "stat": stat,
-                           "runs": runs, **({"baseline_runs": baseline_runs} if baseline_runs else {}), **extra}
+    def _cell(
+        self,
+        key: str,
+        row: int,
+        col: int,
+        text: str,
+        value,
+        stat: str,
+        runs: list[str],
+        baseline_runs: list[str] | None = None,
+        **extra,
+    ) -> str:
+        self.cells[key] = {
+            "row": row,
+            "col": col,
+            "text": text,
+            "value": value,
+            "stat": stat,
+            "runs": runs,
+            **({"baseline_runs": baseline_runs} if baseline_runs else {}),
+            **extra,
+        }
         self.macros[key] = text
         return text
 
@@ -108,71 +311,71 @@ class StudyTable:
         pts = config.points(self.study, self.testbed)
         return len(self.metrics) > 1 and all(len(config.metrics_for(self.study, p)) == 1 for p in pts)
 
+    @staticmethod
+    def _metric_head(m: dict, name_key: str = "name") -> str:
+        unit = f" [{latex_escape(m['unit'])}]" if m.get("unit") else ""
+        arrow = r"$\uparrow$" if m["better"] == "higher" else r"$\downarrow$"
+        return f"{latex_escape(m.get(name_key, m['name']))}{unit} {arrow}"
+
     def latex(self, published: bool = True) -> str:
         if self._merged():
             return self._latex_merged()
         st = self.study
         pub = st.get("published", {}) if published else {}
         has_pub = {m["name"]: m["name"] in pub for m in self.metrics}
-        cols = ["l"] * (len(self.axes) + 1)
-        head1 = [_latex_escape(a) for a in self.axes] + ["variant"]
+        groups = [(latex_escape(a), 1) for a in self.axes] + [("variant", 1)]
+        columns = [("", "l")] * (len(self.axes) + 1)
         for m in self.metrics:
-            unit = f" [{_latex_escape(m['unit'])}]" if m.get("unit") else ""
-            arrow = r"$\uparrow$" if m["better"] == "higher" else r"$\downarrow$"
             span = 3 if has_pub[m["name"]] else 2
-            head1.append(rf"\multicolumn{{{span}}}{{c}}{{{_latex_escape(m['name'])}{unit} {arrow}}}")
-            cols += ["r", "r"] + (["r"] if has_pub[m["name"]] else [])
-        head2 = [""] * (len(self.axes) + 1)
-        rules, c0 = [], len(self.axes) + 2
-        for m in self.metrics:
-            head2 += ["mean $\\pm$ CI", r"$\Delta$\,\% $\pm$ err"] + (["published"] if has_pub[m["name"]] else [])
-            span = 3 if has_pub[m["name"]] else 2
-            rules.append(rf"\cmidrule(lr){{{c0}-{c0 + span - 1}}}")
-            c0 += span
-        lines = [rf"\begin{{tabular}}{{{''.join(cols)}}}", r"\toprule",
-                 " & ".join(head1) + r" \\", "".join(rules), " & ".join(head2) + r" \\", r"\midrule"]
+            groups.append((self._metric_head(m), span))
+            columns += [(MEAN_HEAD, "r"), (DELTA_HEAD, "r")] + ([("published", "r")] if has_pub[m["name"]] else [])
+        rows = []
         variants = list(st["variants"])
-        points = config.points(st, self.testbed)
         row = 0
-        for pi, point in enumerate(points):
-            pid = config.point_id(point)
+        for point in config.points(st, self.testbed):
             for vi, v in enumerate(variants):
-                runs_v = self._runs_of(v, point)
-                if not runs_v:
+                if not self._runs_of(v, point):
                     continue
-                cells = [(_latex_escape(str(point[a])) if vi == 0 else "") for a in self.axes]
-                cells.append(_latex_escape(v))
-                col = len(cells)
+                cells = [(latex_escape(point[a]) if vi == 0 else "") for a in self.axes]
+                cells.append(latex_escape(v))
                 for m in self.metrics:
                     name = m["name"]
                     if not config.metric_applies(m, point):
                         cells += [""] * (3 if has_pub[name] else 2)
-                        col += 3 if has_pub[name] else 2
                         continue
-                    cells += self._value_cells(v, point, name, row, col)
-                    col += 2
+                    cells += self._value_cells(v, point, name, row, len(cells))
                     if has_pub[name]:
-                        pv = pub[name].get(v, {}).get(str(point[self.axes[0]]),
-                                                      pub[name].get(v, {}).get(point[self.axes[0]]))
+                        pv = (
+                            pub[name]
+                            .get(v, {})
+                            .get(str(point[self.axes[0]]), pub[name].get(v, {}).get(point[self.axes[0]]))
+                        )
                         cells.append(rf"\num{{{pv}}}" if pv is not None else "--")
-                        col += 1
-                lines.append(" & ".join(cells) + r" \\")
+                rows.append(cells)
                 row += 1
-            if pi < len(points) - 1:
-                lines.append(r"\addlinespace")
-        lines += [r"\bottomrule", r"\end{tabular}"]
-        return "\n".join(lines) + "\n"
+            rows.append(None)
+        return render_tabular(columns, rows, groups)
 
     def _value_cells(self, v: str, point: dict, name: str, row: int, col: int) -> list[str]:
-        """mean +- CI and the Delta % cell of one variant, point and metric."""
+        """mean +- CI and the Delta % cell (with its interval) of one variant, point and metric."""
         st, pid = self.study, config.point_id(point)
         runs_v = self._runs_of(v, point)
         base = st["variants"][v].get("baseline", st["baseline"])
         vals = self.runs.loc[self.runs["run_id"].isin(runs_v), name].to_numpy(float)
         mean, ci = mean_ci(vals, self.confidence)
-        out = [self._cell(f"{v}/{pid}/{name}/mean", row, col, fmt_pm(mean, ci), mean,
-                          f"mean and {self.confidence:g}% t-interval over {len(vals)} runs",
-                          runs_v, ci=ci, n=len(vals))]
+        out = [
+            self._cell(
+                f"{v}/{pid}/{name}/mean",
+                row,
+                col,
+                fmt_pm(mean, ci),
+                mean,
+                f"mean and {self.confidence:g}% t-interval over {len(vals)} runs",
+                runs_v,
+                ci=ci,
+                n=len(vals),
+            )
+        ]
         if v == base:
             out.append(r"\multicolumn{1}{c}{baseline}")
             return out
@@ -182,89 +385,135 @@ class StudyTable:
         c = self.cmp[sel].iloc[0]
         eq = c.get("equivalent")
         eq = None if eq is None or (isinstance(eq, float) and math.isnan(eq)) else bool(eq)
-        mark = r"$^{*}$" if c["significant"] else (r"$^{\approx}$" if eq is True else "")
-        if c["test"] == "welch":
-            mark += r"$^{\dagger}$"
-        out.append(self._cell(
-            f"{v}/{pid}/{name}/delta", row, col + 1, fmt_pm(c["pct"], c["pct_err"]) + mark, float(c["pct"]),
-            f"difference in % of the {base} mean, {self.confidence:g}% ministat error, "
-            f"{c['test']} t-test, Holm-adjusted p={c['p_holm']:.3g}",
-            runs_v, self._runs_of(base, point), pct_err=float(c["pct_err"]),
-            p=float(c["p"]), p_holm=float(c["p_holm"]), significant=bool(c["significant"]), equivalent=eq))
+        mark = "*" if c["significant"] else (r"\approx" if eq is True else "")
+        unadjusted = c["interval"] == "ministat" or not c["ci_matches_star"]
+        if unadjusted:
+            mark += r"\ddagger"
+        level = (
+            f"ministat's unadjusted {c['ci_level']:.4g}% interval"
+            if unadjusted
+            else f"{c['ci_level']:.4g}% interval (Holm-adjusted level)"
+        )
+        eq_p = c.get("eq_p_holm")
+        out.append(
+            self._cell(
+                f"{v}/{pid}/{name}/delta",
+                row,
+                col + 1,
+                fmt_delta(c["pct"], c["pct_low"], c["pct_high"], mark),
+                float(c["pct"]),
+                f"difference in % of the {base} mean, {level}, {c['test']} test, Holm-adjusted p={c['p_holm']:.3g}",
+                runs_v,
+                self._runs_of(base, point),
+                pct_low=float(c["pct_low"]),
+                pct_high=float(c["pct_high"]),
+                ci_level=float(c["ci_level"]),
+                interval=c["interval"],
+                test=c["test"],
+                ci_matches_star=bool(c["ci_matches_star"]),
+                p=float(c["p"]),
+                p_holm=float(c["p_holm"]),
+                significant=bool(c["significant"]),
+                equivalent=eq,
+                eq_p_holm=None if eq_p is None or pd.isna(eq_p) else float(eq_p),
+            )
+        )
         return out
 
     def _latex_merged(self) -> str:
         st = self.study
-        head = [_latex_escape(a) for a in self.axes] + ["metric", "variant", "mean $\\pm$ CI",
-                                                         r"$\Delta$\,\% $\pm$ err"]
-        lines = [rf"\begin{{tabular}}{{{'l' * (len(self.axes) + 2)}rr}}", r"\toprule",
-                 " & ".join(head) + r" \\", r"\midrule"]
-        points = config.points(st, self.testbed)
+        columns = [(latex_escape(a), "l") for a in self.axes] + [
+            ("metric", "l"),
+            ("variant", "l"),
+            (MEAN_HEAD, "r"),
+            (DELTA_HEAD, "r"),
+        ]
+        rows = []
         row = 0
-        for pi, point in enumerate(points):
+        for point in config.points(st, self.testbed):
             (m,) = config.metrics_for(st, point)
-            unit = f" [{_latex_escape(m['unit'])}]" if m.get("unit") else ""
-            arrow = r"$\uparrow$" if m["better"] == "higher" else r"$\downarrow$"
             first = True
             for v in st["variants"]:
                 if not self._runs_of(v, point):
                     continue
-                cells = [(_latex_escape(str(point[a])) if first else "") for a in self.axes]
-                cells.append(f"{_latex_escape(m.get('label', m['name']))}{unit} {arrow}" if first else "")
-                cells.append(_latex_escape(v))
+                cells = [(latex_escape(point[a]) if first else "") for a in self.axes]
+                cells.append(self._metric_head(m, "label") if first else "")
+                cells.append(latex_escape(v))
                 cells += self._value_cells(v, point, m["name"], row, len(cells))
-                lines.append(" & ".join(cells) + r" \\")
+                rows.append(cells)
                 first = False
                 row += 1
-            if pi < len(points) - 1:
-                lines.append(r"\addlinespace")
-        lines += [r"\bottomrule", r"\end{tabular}"]
-        return "\n".join(lines) + "\n"
+            rows.append(None)
+        return render_tabular(columns, rows)
 
     def caption(self) -> str:
-        n_cmp = len(self.cmp)
-        fam = (f"Holm--Bonferroni over the {n_cmp} comparisons of this table; "
-               rf"$^{{*}}$: significant at {self.confidence:g}\,\%")
+        cmp = self.cmp
+        n_cmp = len(cmp)
+        tests = [t for t in TEST_TEXT if (cmp["test"] == t).any()]
+        adjusted = cmp[cmp["interval"] != "ministat"]
+        how = "; ".join(TEST_TEXT[t] for t in tests if t != "student")
+        text = r"$\Delta$\,\%: difference from the baseline variant in \% of its mean"
+        if len(adjusted):
+            lo, hi = adjusted["ci_level"].min(), adjusted["ci_level"].max()
+            lvl = f"{lo:.4g}\\,\\%" if lo == hi else f"{lo:.4g}--{hi:.4g}\\,\\%"
+            text += (
+                f", with its interval ({how}) at the row's Holm-adjusted level ({lvl}), "
+                "so it excludes 0 exactly where starred"
+            )
+        text += (
+            f". $^{{*}}$: significant at {self.confidence:g}\\,\\% after Holm--Bonferroni over the "
+            f"{n_cmp} comparisons of this table"
+        )
         if self.margin_pct:
-            fam += rf"; $^{{\approx}}$: equivalent within $\pm${self.margin_pct:g}\,\% (TOST)"
-        if (self.cmp["test"] == "welch").any():
-            fam += r"; $^{\dagger}$: Welch's test (variances differ)"
+            text += (
+                rf"; $^{{\approx}}$: equivalent within $\pm${self.margin_pct:g}\,\% "
+                r"(TOST, Holm-adjusted over the table)"
+            )
+        if (cmp["interval"] == "ministat").any() or not cmp["ci_matches_star"].all():
+            text += (
+                rf"; $^{{\ddagger}}$: ministat's unadjusted {self.confidence:g}\,\% interval "
+                r"(Student's $t$), which may disagree with the star"
+            )
+        text += rf". Means: mean $\pm$ {self.confidence:g}\,\% $t$-interval"
         cmd = f"snakemake -c2 paper/generated/{self.study['study']}/{self.testbed}-table.tex"
-        return (rf"{_latex_escape(self.study['title'])}, {self.testbed} testbed. "
-                rf"$\Delta$\,\%: difference from the baseline variant in \% of its mean, with ministat's error. "
-                rf"{fam}. Regenerate: \texttt{{{_latex_escape(cmd)}}}; raw data "
-                rf"\texttt{{sha256:{self.hash[:16]}}}.")
+        return (
+            rf"{latex_escape(self.study['title'])}, {self.testbed} testbed. {text}. "
+            rf"Regenerate: \texttt{{{latex_escape(cmd)}}}; raw data "
+            rf"\texttt{{sha256:{self.hash[:16]}}}."
+        )
 
     def write(self, extra_macros: dict[str, str] | None = None) -> dict:
         """Write <testbed>-table.tex, <testbed>-cells.json and <testbed>-macros.tex."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        body = self.latex()
         label = f"tab:{self.table_id}"
-        tex = (r"\begin{table}[tbp]" "\n" r"\centering\small" "\n" r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%" "\n"
-               + body + "}\n" + rf"\caption{{{self.caption()}}}" + "\n" + rf"\label{{{label}}}" + "\n"
-               + r"\end{table}" + "\n")
+        tex = latex_table(self.latex(), self.caption(), label)
         macros = {**self.macros, **(extra_macros or {})}
         macros["datahash"] = self.hash[:16]
         macros["nruns"] = str(len(self.runs))
-        sidecar = {"table": self.table_id, "study": self.study["study"], "testbed": self.testbed,
-                   "label": label, "data_hash": self.hash, "confidence": self.confidence,
-                   "margin_pct": self.margin_pct, "family_size": len(self.cmp),
-                   "command": f"snakemake -c2 paper/generated/{self.study['study']}/{self.testbed}-table.tex",
-                   "cells": self.cells}
+        sidecar = {
+            "table": self.table_id,
+            "study": self.study["study"],
+            "testbed": self.testbed,
+            "label": label,
+            "data_hash": self.hash,
+            "confidence": self.confidence,
+            "margin_pct": self.margin_pct,
+            "family_size": len(self.cmp),
+            "test": self.test,
+            "command": f"snakemake -c2 paper/generated/{self.study['study']}/{self.testbed}-table.tex",
+            "cells": self.cells,
+        }
         atomic_write(self.out_dir / f"{self.testbed}-table.tex", tex)
-        atomic_write(self.out_dir / f"{self.testbed}-cells.json", json.dumps(sidecar, indent=1, sort_keys=True, default=_json_default) + "\n")
+        sidecar = write_sidecar(self.out_dir / f"{self.testbed}-cells.json", sidecar)
         write_macros(self.out_dir / f"{self.testbed}-macros.tex", self.table_id, macros)
         return sidecar
 
 
-def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, (np.bool_,)):
-        return bool(o)
-    raise TypeError(type(o))
+def write_sidecar(path: Path, sidecar: dict) -> dict:
+    """A table's sidecar as strict JSON (unbounded ends and missing numbers: null)."""
+    sidecar = json_safe(sidecar)
+    atomic_write(Path(path), json.dumps(sidecar, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    return sidecar
 
 
 def write_macros(path: Path, prefix: str, macros: dict[str, str]) -> None:

@@ -1,5 +1,6 @@
 """`schedlab trace TABLE CELL`: from one number of the paper to the runs, builds
 and hosts behind it, read from the table's sidecar and the raw records."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,10 @@ def _sidecar(table: str, paper_dir: Path) -> dict:
     study, _, testbed = table.partition("-")
     path = paper_dir / "generated" / study / f"{testbed}-cells.json"
     if not testbed or not path.exists():
-        known = sorted(f"{p.parent.name}-{p.name.removesuffix('-cells.json')}"
-                       for p in (paper_dir / "generated").glob("*/*-cells.json"))
+        known = sorted(
+            f"{p.parent.name}-{p.name.removesuffix('-cells.json')}"
+            for p in (paper_dir / "generated").glob("*/*-cells.json")
+        )
         raise KeyError(f"no table {table!r} (tables: {', '.join(known) or 'none yet: run make paper'})")
     return json.loads(path.read_text())
 
@@ -41,20 +44,41 @@ def trace(table: str, cell: str | None, paper_dir: Path, data_dir: Path, as_json
     folder = store.raw_dir(data_dir, side["testbed"], side["study"])
     groups = [("runs", c["runs"])] + ([("baseline runs", c["baseline_runs"])] if "baseline_runs" in c else [])
     metric = key.split("/")[2]
-    report = {"table": side["table"], "cell": key, "row": c["row"], "col": c["col"], "text": c["text"],
-              "value": c["value"], "how": c["stat"], "data_hash": side["data_hash"], "groups": {}}
+    report = {
+        "table": side["table"],
+        "cell": key,
+        "row": c["row"],
+        "col": c["col"],
+        "text": c["text"],
+        "value": c["value"],
+        "how": c["stat"],
+        "data_hash": side["data_hash"],
+        "groups": {},
+    }
     for name, ids in groups:
         rows = []
         for rid in ids:
             rec = store.read_record(folder / f"{rid}.json")
             problems = store.check_record(folder / f"{rid}.json", rec)
             p = rec["provenance"]
-            rows.append({"run_id": rid, "file": str(folder / f"{rid}.json"), "variant": rec["variant"],
-                         "point": rec["point"], "repetition": rec["repetition"], "seed": rec["seed"],
-                         "value": rec["metrics"].get(metric), "started": rec["started"],
-                         "run_order": rec["run_order"]["index"], "build_id": p["build_id"],
-                         "testbed": p["testbed"], "host": p["host"].get("hostname"),
-                         "repo_commit": p["repo_commit"], "checksum_ok": not problems})
+            rows.append(
+                {
+                    "run_id": rid,
+                    "file": str(folder / f"{rid}.json"),
+                    "variant": rec["variant"],
+                    "point": rec["point"],
+                    "repetition": rec["repetition"],
+                    "seed": rec["seed"],
+                    "value": rec["metrics"].get(metric),
+                    "started": rec["started"],
+                    "run_order": rec["run_order"]["index"],
+                    "build_id": p["build_id"],
+                    "testbed": p["testbed"],
+                    "host": p["host"].get("hostname"),
+                    "repo_commit": p["repo_commit"],
+                    "checksum_ok": not problems,
+                }
+            )
         report["groups"][name] = rows
     if as_json:
         json.dump(report, out, indent=1, sort_keys=True)
@@ -66,9 +90,12 @@ def trace(table: str, cell: str | None, paper_dir: Path, data_dir: Path, as_json
     for name, rows in report["groups"].items():
         print(f"  {name} ({len(rows)}):", file=out)
         for r in rows:
-            print(f"    {r['run_id']}  {metric}={r['value']}  seed={r['seed']}  order={r['run_order']}  "
-                  f"build={r['build_id'][:16]}  host={r['host']}  commit={r['repo_commit'][:12]}"
-                  f"{'' if r['checksum_ok'] else '  CHECKSUM MISMATCH'}", file=out)
+            print(
+                f"    {r['run_id']}  {metric}={r['value']}  seed={r['seed']}  order={r['run_order']}  "
+                f"build={r['build_id'][:16]}  host={r['host']}  commit={r['repo_commit'][:12]}"
+                f"{'' if r['checksum_ok'] else '  CHECKSUM MISMATCH'}",
+                file=out,
+            )
     tbs = {json.dumps(r["testbed"], sort_keys=True) for rows in report["groups"].values() for r in rows}
     for t in sorted(tbs):
         print(f"  testbed: {t}", file=out)

@@ -6,16 +6,32 @@
 
 Names resolve lazily (PEP 562) so that `schedlab ministat`, which imports the
 `ministat` submodule through this package, starts without numpy/scipy/pandas."""
+
 from __future__ import annotations
 
 import importlib
 
 _EXPORTS = {
-    "core": ["Summary", "Comparison", "Equivalence", "BootstrapResult", "RunsCheck", "RunsNeeded",
-             "read_ministat_file", "summarize", "compare", "tost", "holm", "runs_needed",
-             "enough_runs", "bootstrap_ci", "bootstrap_ratio_ci", "compare_table", "t_table_value",
-             "BCA_MIN_RUNS"],
-    "latex": ["ColumnSpec", "render_tabular", "comparison_latex", "latex_escape"],
+    "core": [
+        "Summary",
+        "Comparison",
+        "Equivalence",
+        "BootstrapResult",
+        "RunsCheck",
+        "RunsNeeded",
+        "read_ministat_file",
+        "summarize",
+        "compare",
+        "tost",
+        "holm",
+        "runs_needed",
+        "enough_runs",
+        "bootstrap_ci",
+        "bootstrap_ratio_ci",
+        "compare_table",
+        "t_table_value",
+        "BCA_MIN_RUNS",
+    ],
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

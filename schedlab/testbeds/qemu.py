@@ -35,6 +35,7 @@ from schedlab.testbeds.qemu_host import (  # noqa: F401
     _free_port,
     host_cpu_ticks,
     numa_argv,
+    overlay,
     qemu_argv,
     stop_process_group,
 )
@@ -89,22 +90,7 @@ class QemuVM:
         ]
 
     def start(self) -> None:
-        subprocess.run(
-            [
-                "qemu-img",
-                "create",
-                "-q",
-                "-f",
-                "qcow2",
-                "-F",
-                "raw",
-                "-b",
-                str(self.images.disk),
-                str(self.workdir / "dom0.qcow2"),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        overlay(self.images.disk, self.workdir / "dom0.qcow2")
         argv = self.argv()
         (self.workdir / "qemu-argv.json").write_text(json.dumps(argv, indent=1))
         self.t_start = time.monotonic()

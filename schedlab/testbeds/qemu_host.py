@@ -110,3 +110,13 @@ def qemu_argv(c: dict, *, kernel: str, append: str, serial_log, disk, port: int)
         *["-serial", f"file:{serial_log}", "-drive", f"file={disk},if=virtio,format=qcow2,cache=unsafe"],
         *["-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22", "-device", "virtio-net-pci,netdev=n0"],
     ]
+
+
+def overlay(base, path) -> None:
+    """A throw-away qcow2 overlay at `path` on the raw image `base`: a boot never writes
+    to the cached image."""
+    subprocess.run(
+        ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(base), str(path)],
+        check=True,
+        capture_output=True,
+    )

@@ -49,7 +49,7 @@ from schedlab.core.testbed import RunFailed, RunResult
 from schedlab.host import Host, HostError, HostTimeout
 from schedlab.packs.base import Context, PackError, gather_facts
 from schedlab.targets import TargetError
-from schedlab.testbeds.qemu_host import DEFAULTS, qemu_argv, stop_process_group
+from schedlab.testbeds.qemu_host import DEFAULTS, overlay, qemu_argv, stop_process_group
 
 BASE_CMDLINE = f"root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 init={ni.INIT_IN_IMAGE}"
 PREPARE_TIMEOUT_S = 1200
@@ -128,22 +128,7 @@ class NativeVM:
 
     def start(self) -> None:
         if not self.loadvm:
-            subprocess.run(
-                [
-                    "qemu-img",
-                    "create",
-                    "-q",
-                    "-f",
-                    "qcow2",
-                    "-F",
-                    "raw",
-                    "-b",
-                    str(self.image.disk),
-                    str(self.workdir / "disk.qcow2"),
-                ],
-                check=True,
-                capture_output=True,
-            )
+            overlay(self.image.disk, self.workdir / "disk.qcow2")
         argv = self.argv()
         name = "qemu-argv.json" if not self.starts else f"qemu-argv.{self.starts}.json"
         (self.workdir / name).write_text(json.dumps(argv, indent=1))

@@ -619,7 +619,7 @@ lab_sub("key-relative", "key: {path: /etc/schedlab/id_ed25519}", "key: {path: et
 lab_sub(
     "key-dotdot",
     "key: {path: /etc/schedlab/id_ed25519}",
-    "key: {path: /etc/../root/id}",
+    "key: {path: /etc/../srv/id}",
     "field defaults.ssh.key.path",
     "not allowed",
     "no '..'",

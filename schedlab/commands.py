@@ -66,6 +66,14 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--seed", type=_bounded("seed"))
     rs.add_argument("--manifest", help="write the study manifest (all.json) here")
     rs.add_argument("--host", help="lab testbed: inventory host or pool to run on")
+    rs.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="V",
+        help="run only these variants' runs, in the whole plan's order (repeatable; "
+        "a later run without it resumes and adds the others)",
+    )
 
     ds = sub.add_parser(
         "dataset",
@@ -199,8 +207,15 @@ def cmd_run_study(args) -> int:
     out, seed = _out_dir(args.out), _base_seed(args)
     tb = _testbed(args)
     points_dir = out / "runs" / args.testbed / study["study"]
+    unknown = sorted(set(args.variant) - set(study["variants"]))
+    if unknown:
+        raise config.ConfigError(
+            f"{study['_file']}: field variants: unknown variant {unknown[0]!r} (known: {', '.join(study['variants'])})"
+        )
     try:
-        entries = run_study(study, args.testbed, out, seed, tb, manifest_dir=points_dir)
+        entries = run_study(
+            study, args.testbed, out, seed, tb, manifest_dir=points_dir, variants=set(args.variant) or None
+        )
     finally:
         tb.close()
     if args.manifest:

@@ -279,14 +279,17 @@ def run_study(
     testbed,
     manifest_dir: Path | None = None,
     log=sys.stderr,
+    variants: set[str] | None = None,
 ) -> dict[tuple, list[dict]]:
     """The whole study in its plan order (real hosts: variants interleaved across
     reboots, so host drift is spread over all of them). Existing records are
-    reused, so a killed study resumes where it stopped."""
+    reused, so a killed study resumes where it stopped. `variants`: only their runs,
+    in the same order (records keep their index in the whole plan)."""
     runners: dict[tuple, PointRunner] = {}
     entries: dict[tuple, list[dict]] = {}
-    order = plan(study, testbed_name, base_seed)
-    indexed = index_plan(order)
+    whole = plan(study, testbed_name, base_seed)
+    indexed = index_plan(whole)
+    order = [e for e in whole if variants is None or e["variant"] in variants]
     progress = Progress(len(order), log)
     for e in order:
         k = (e["variant"], config.point_id(e["point"]))

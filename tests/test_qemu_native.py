@@ -279,3 +279,36 @@ def test_malformed_output_over_native_target_names_the_run_and_writes_no_record(
     assert e.value.run_id.startswith(f"{CONFIG}_threads-1_r00_") and e.value.run_id in str(e.value)
     assert "stack smashing" in e.value.offending_text
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_icount_mode_argv():
+    """icount_shift: single-threaded TCG with deterministic virtual time; out-of-range shifts
+    are refused with the reason."""
+    from schedlab.core.testbed import RunFailed
+    from schedlab.testbeds.qemu_host import accel_argv
+
+    assert accel_argv({"accel": "tcg,thread=multi", "icount_shift": None}) == ["-accel", "tcg,thread=multi"]
+    assert accel_argv({"accel": "tcg,thread=multi", "icount_shift": 3}) == [
+        "-accel",
+        "tcg,thread=single",
+        "-icount",
+        "shift=3,sleep=off",
+    ]
+    for bad in (7, -1, "auto", True, 2.5):
+        with pytest.raises(RunFailed, match="icount_shift"):
+            accel_argv({"accel": "tcg", "icount_shift": bad})
+
+
+def test_joined_patch_series(tmp_path, monkeypatch):
+    from schedlab.builds import images as qi
+
+    """'a+b' is series a's patches then b's; a part without patches is named."""
+    for name, files in (("a", ["2.patch", "1.patch"]), ("b", ["1.patch"])):
+        (tmp_path / name).mkdir()
+        for f in files:
+            (tmp_path / name / f).write_text(name)
+    monkeypatch.setattr(qi, "PATCH_DIR", tmp_path)
+    got = qi.series_patches("a+b")
+    assert [(p.parent.name, p.name) for p in got] == [("a", "1.patch"), ("a", "2.patch"), ("b", "1.patch")]
+    with pytest.raises(FileNotFoundError, match="no patches in .*/c"):
+        qi.series_patches("a+c")

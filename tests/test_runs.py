@@ -152,3 +152,19 @@ def test_run_study_prints_plan_wide_progress_with_an_eta(sim_binary, tmp_path):
     assert lines[-1] == f"progress: {total}/{total} (100 %) · ETA 0 s"
     again = schedlab("run-study", "s1", "--testbed", "sim", "--out", tmp_path, "--seed", "3")
     assert [l for l in again.stderr.splitlines() if l.startswith("progress: ")][-1].endswith("ETA --")
+
+
+def test_run_study_runs_only_the_named_variants_in_plan_order(sim_binary, tmp_path):
+    """--variant: a subset of the plan, in the whole plan's order; the rest come later,
+    with the first ones reused."""
+    whole = plan(config.load_study("s1"), "sim", 3)
+    r = schedlab("run-study", "s1", "--testbed", "sim", "--out", tmp_path, "--seed", "3", "--variant", "bug")
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(p.read_text()) for p in (tmp_path / "raw" / "sim" / "s1").glob("*.json")]
+    assert {x["variant"] for x in recs} == {"bug"}
+    assert len(recs) == sum(e["variant"] == "bug" for e in whole)
+    bad = schedlab("run-study", "s1", "--testbed", "sim", "--out", tmp_path, "--variant", "nope")
+    assert bad.returncode != 0 and "unknown variant 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+    rest = schedlab("run-study", "s1", "--testbed", "sim", "--out", tmp_path, "--seed", "3")
+    assert rest.returncode == 0, rest.stderr
+    assert len(list((tmp_path / "raw" / "sim" / "s1").glob("*.json"))) == len(whole)

@@ -207,3 +207,19 @@ def test_methods_name_what_each_variant_booted_from_its_own_records():
         "Xen 4.17.5-schedlab-2f9 (patch series boost-bug, binary sha256 abababababab), command line `sched=credit x'"
     ]
     assert "nopvspin" in b["n"][0] and "pvspin-n" in b["n"][0]
+
+
+def test_runs_meet_each_stated_design():
+    """A testbed block with a `design` (the power analysis stated before measuring) runs at
+    least as many runs per point as it asks for."""
+    from schedlab.stats import runs_needed
+
+    for path in sorted(config.ROOT.joinpath("config", "studies").glob("*.yaml")):
+        study = config.load_study(path)
+        for tb, block in study["testbeds"].items():
+            d = (block or {}).get("design")
+            if not d:
+                continue
+            need = runs_needed(d["cv_pct"], d["detect_pct"], d["confidence"], d["power"])
+            runs = config.testbed_settings(study, tb)["runs"]
+            assert runs >= need, f"{path.name}: testbeds.{tb}: runs {runs} < {int(need)} the design needs"

@@ -139,3 +139,37 @@ def test_bursts_metrics_from_results_and_trace(monkeypatch):
     monkeypatch.setattr(FakeTrace, "__exit__", lambda self, *e: setattr(self, "data", TRACE + window(0, lost)))
     with pytest.raises(RunFailed, match="lost 5 records"):
         bursts.run(FakeHost(), Doms({"lock1": LINE, "lock2": LINE}), {**workloads.DEFAULTS}, {"vms": 2}, 3, {})
+
+
+def ev(tsc: int, event: int, *words: int) -> bytes:
+    """A record of `event` with its extra words, TSC included."""
+    return struct.pack(f"<IQ{len(words)}I", event | len(words) << 28 | 1 << 31, tsc, *words)
+
+
+def test_sched_events_counts_decisions_per_guest():
+    from schedlab.workloads.xentrace import sched_events
+
+    data = window(
+        0,
+        rs(100, 1, 0, RUNNABLE, RUNNING),
+        ev(110, 0x00022007, 1, 0),  # BOOST_START d1v0
+        ev(120, 0x00022006, 1),  # TICKLE pCPU 1
+        ev(130, 0x00028005, 2, 1),  # YIELD d2v1
+        ev(140, 0x00028005, 0, 0),  # YIELD by dom0: in the total only
+        ev(150, 0x00022004, 1, 2, 0),  # STOLEN_VCPU from pCPU 1: d2v0
+        ev(160, 0x0002800A, 1, 0, 2, 0),  # SWITCH
+        ev(170, 0x00022099, 5),  # an event the counts do not name
+    ) + window(1, rs(200, 1, 0, RUNNABLE, RUNNING))
+    got = sched_events(data, {1: "lock1", 2: "lock2"})
+    assert got["total"]["boost"] == 1 and got["total"]["tickle"] == 1 and got["total"]["switch"] == 1
+    assert got["total"]["yield"] == 2
+    assert got["by_vm"]["lock1"]["boost"] == 1
+    assert got["by_vm"]["lock2"] == {**dict.fromkeys(got["total"], 0), "yield": 1, "steal": 1}
+    assert got["migrations"] == 1 and got["lost_records"] == 0
+
+
+def test_sched_events_reports_lost_records():
+    from schedlab.workloads.xentrace import sched_events
+
+    data = window(0, ev(100, 0x0001F001, 7, 0))
+    assert sched_events(data)["lost_records"] == 7

@@ -712,6 +712,23 @@ def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: b
 
 # -- Xen from source (patched variants) --------------------------------------------------------
 PATCH_DIR = REPO / "xen-patches"
+
+
+def series_patches(series: str) -> list[Path]:
+    """The patch files of a series name: xen-patches/<series>/*.patch in name order; a name
+    "a+b" is series a's patches then series b's (e.g. S0's "yield-noop+pick": pick without
+    a working yield), so no patch file is copied between series. Raises FileNotFoundError
+    naming the directory of a part with no patches."""
+    out: list[Path] = []
+    for part in series.split("+"):
+        d = PATCH_DIR / part
+        found = sorted(d.glob("*.patch")) if part else []
+        if not found:
+            raise FileNotFoundError(f"patch series {series!r}: no patches in {d}")
+        out += found
+    return out
+
+
 # Build identity strings compiled into Xen: fixed, so the binary doesn't name this machine.
 XEN_MAKE_VARS = {
     "XEN_WHOAMI": "schedlab",
@@ -732,7 +749,8 @@ def build_xen(
     """Build the hypervisor from Debian's xen source package plus `variant_patches`.
 
     variant_patches: a list of patch files, or a series name (directory under xen-patches/
-    holding *.patch, applied in name order), or None/"stock" for no patches. The cache key is
+    holding *.patch, applied in name order; "a+b" applies series a then b, see
+    series_patches), or None/"stock" for no patches. The cache key is
     the hash of the source package version and the patch contents. Returns the path of the
     multiboot `xen` binary. Needs deb-src for bookworm and the build deps (gcc, make, python3,
     bison, flex); CONFIG_XEN_SHSTK/IBT are switched off so it boots under TCG.
@@ -740,10 +758,7 @@ def build_xen(
     if variant_patches in (None, "stock"):
         patches: list[Path] = []
     elif isinstance(variant_patches, str):
-        d = PATCH_DIR / variant_patches
-        patches = sorted(d.glob("*.patch"))
-        if not patches:
-            raise FileNotFoundError(f"patch series {variant_patches!r}: no patches in {d}")
+        patches = series_patches(variant_patches)
     else:
         patches = [Path(p) for p in variant_patches]
     if version is None:  # the version dom0's tools come from, so hypervisor and tools match

@@ -69,7 +69,12 @@ class QemuVM:
 
     @property
     def dom0_cmdline(self) -> str:
-        return "root=/dev/vda rw console=hvc0 earlyprintk=xen net.ifnames=0 init=/sbin/schedlab-init"
+        line = "root=/dev/vda rw console=hvc0 earlyprintk=xen net.ifnames=0 init=/sbin/schedlab-init"
+        if self.cfg.get("icount_shift") is not None:
+            # Under icount dom0 miscalibrates the TSC (~20 GHz at shift 5) and may switch
+            # to it; Xen's PV clock follows Xen's system time, the clock the guests use.
+            line += " clocksource=xen"
+        return line
 
     def argv(self) -> list[str]:
         c = self.cfg
@@ -218,7 +223,7 @@ class QemuTestbed(Testbed):
         try:
             return series, qi.build_xen(series, build=False, log=None)
         except FileNotFoundError:
-            if not self.build or (series != "stock" and not sorted((qi.PATCH_DIR / series).glob("*.patch"))):
+            if not self.build or (series != "stock" and not self._has_patches(series)):
                 return series, None
         self.images()  # the source build takes the version of dom0's tools
         try:
@@ -227,9 +232,19 @@ class QemuTestbed(Testbed):
             raise RunFailed(f"patch series {series!r}: Xen build failed: {str(e).splitlines()[0]}") from e
 
     @staticmethod
-    def _unbuilt(series: str) -> RunFailed:
-        if series != "stock" and not sorted((qi.PATCH_DIR / series).glob("*.patch")):
-            return RunFailed(f"patch series {series!r} not built yet: no patches in {qi.PATCH_DIR / series}")
+    def _has_patches(series: str) -> bool:
+        try:
+            return bool(qi.series_patches(series))
+        except FileNotFoundError:
+            return False
+
+    @classmethod
+    def _unbuilt(cls, series: str) -> RunFailed:
+        if series != "stock" and not cls._has_patches(series):
+            try:
+                qi.series_patches(series)
+            except FileNotFoundError as e:
+                return RunFailed(f"patch series {series!r} not built yet: {e}")
         return RunFailed(
             f"patch series {series!r} not built yet (python -m schedlab.builds.images xen-src --patches {series})"
         )
@@ -261,6 +276,7 @@ class QemuTestbed(Testbed):
             "testbed": "qemu",
             "qemu": qv.stdout.splitlines()[0] if qv.returncode == 0 else "missing",
             "accel": o["accel"],
+            **({"icount_shift": o["icount_shift"]} if o["icount_shift"] is not None else {}),
             "cpu": o["cpu"],
             "smp": o["smp"],
             "memory_mb": o["memory_mb"],
@@ -329,7 +345,9 @@ class QemuTestbed(Testbed):
                 k: vm.info.get(k)
                 for k in ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")
             }
-            res.counters["qemu"] = {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "numa_nodes", "xen_build")}
+            res.counters["qemu"] = {
+                k: cfg[k] for k in ("accel", "icount_shift", "cpu", "smp", "memory_mb", "numa_nodes", "xen_build")
+            }
             res.counters["host_loadavg"] = os.getloadavg()  # this machine's load: TCG speed depends on it
             ticks1 = host_cpu_ticks()
             if ticks0 and len(ticks1) == len(ticks0):
@@ -382,7 +400,9 @@ class QemuTestbed(Testbed):
             str(xen),
             qi.sha256_file(xen),
             cmdline,
-            json.dumps({k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb", "numa_nodes")}, sort_keys=True),
+            json.dumps(
+                {k: cfg[k] for k in ("accel", "icount_shift", "cpu", "smp", "memory_mb", "numa_nodes")}, sort_keys=True
+            ),
         )
         if self._vm is not None and self._vm_key == key and self._vm.alive():
             return self._vm

@@ -15,6 +15,12 @@ from schedlab.core.testbed import RunFailed
 
 DEFAULTS: dict[str, Any] = {
     "accel": "tcg,thread=multi",
+    # icount_shift N: QEMU's instruction counting (-icount shift=N,sleep=off): one TCG thread,
+    # each guest instruction advances virtual time by 2^N ns, so guest time no longer depends
+    # on the host's load (accel becomes tcg,thread=single). One clock for all vCPUs: two busy
+    # pCPUs each run at half the speed of one (docs/qemu-testbed.md). N <= 5: at 7 Xen's
+    # platform timer wraps. None: multi-threaded TCG, guest time follows the host's speed.
+    "icount_shift": None,
     "cpu": "Haswell-noTSX",  # -cpu max crashes dom0 early; KVM: nested Xen stalls
     "smp": 2,
     "memory_mb": 2048,
@@ -97,13 +103,28 @@ def stop_process_group(proc: subprocess.Popen | None, grace: float = 10) -> None
         proc.wait(timeout=grace)
 
 
+ICOUNT_SHIFTS = range(0, 6)
+
+
+def accel_argv(c: dict) -> list[str]:
+    """-accel (and -icount) from the options: multi-threaded TCG by default; with
+    icount_shift set, single-threaded TCG with deterministic virtual time (sleep=off: an
+    idle guest's virtual clock jumps to its next timer instead of waiting in real time)."""
+    shift = c.get("icount_shift")
+    if shift is None:
+        return ["-accel", c["accel"]]
+    if isinstance(shift, bool) or not isinstance(shift, int) or shift not in ICOUNT_SHIFTS:
+        raise RunFailed(f"icount_shift {shift!r}: want an integer 0..5 (Xen's platform timer wraps above)")
+    return ["-accel", "tcg,thread=single", "-icount", f"shift={shift},sleep=off"]
+
+
 def qemu_argv(c: dict, *, kernel: str, append: str, serial_log, disk, port: int) -> list[str]:
     """What every QEMU of the testbed starts with (niced: the host's own work comes first):
     the machine from the options `c`, one kernel and command line, the serial console in a
     file, a virtio disk, user networking with ssh forwarded to `port` on loopback. The
     caller adds its own devices (initrd, monitor, snapshots)."""
     return [
-        *["nice", "-n", "10", "qemu-system-x86_64", "-accel", c["accel"], "-cpu", c["cpu"]],
+        *["nice", "-n", "10", "qemu-system-x86_64", *accel_argv(c), "-cpu", c["cpu"]],
         *["-smp", str(c["smp"]), "-m", str(c["memory_mb"])],
         *numa_argv(int(c.get("numa_nodes", 1)), int(c["smp"]), int(c["memory_mb"])),
         *["-nodefaults", "-display", "none", "-no-reboot", "-kernel", kernel, "-append", append],

@@ -199,10 +199,13 @@ class NativeVM:
             "uname -r; uname -v; cat /proc/cmdline; nproc; "
             'zcat /proc/config.gz | sha256sum | cut -d" " -f1; '
             'zcat /proc/config.gz | grep -E "^(# )?CONFIG_PARAVIRT_SPINLOCKS[= ]" || echo "(absent)"; '
-            "cat /proc/uptime"
+            "cat /proc/uptime; "
+            # CPUID's hypervisor bit: with it Linux keeps virt_spin_lock on (test-and-set
+            # locks) even with PV spinlocks off, so "native" would not be native
+            "grep -qw hypervisor /proc/cpuinfo && echo hypervisor=1 || echo hypervisor=0"
         )
         out = self.host.run(["sh", "-c", script], timeout=60).stdout.splitlines()
-        if len(out) < 7:
+        if len(out) < 8:
             raise RunFailed(f"native: unexpected answer to the boot check: {out!r}")
         meta = self.kernel.meta
         info = {
@@ -213,6 +216,7 @@ class NativeVM:
             "config_sha256": out[4].strip(),
             "paravirt_spinlocks": out[5].strip(),
             "uptime_s": float(out[6].split()[0]),
+            "cpu_hypervisor_flag": out[7].strip() == "hypervisor=1",
         }
         problems = []
         if info["release"] != meta["kernelrelease"]:
@@ -233,6 +237,9 @@ class NativeVM:
                 f"booted kernel has {info['paravirt_spinlocks']!r}, the config asked for "
                 f"CONFIG_PARAVIRT_SPINLOCKS={want_pv}"
             )
+        hidden = "-hypervisor" in str(self.cfg["cpu"]).split(",")
+        if hidden and info["cpu_hypervisor_flag"]:
+            problems.append(f"/proc/cpuinfo has the hypervisor flag although QEMU was given -cpu {self.cfg['cpu']}")
         if info["cpus"] != int(self.cfg["smp"]):
             problems.append(f"nproc is {info['cpus']}, QEMU was given -smp {self.cfg['smp']}")
         self.info = info
@@ -630,6 +637,7 @@ class NativeRunner:
             "uname": {"release": vm.info.get("release"), "version": vm.info.get("version")},
             "cmdline": vm.info.get("cmdline"),
             "paravirt_spinlocks": vm.info.get("paravirt_spinlocks"),
+            "guest_cpu_hypervisor_flag": vm.info.get("cpu_hypervisor_flag"),
             "native_image": self.image().build_id(),
             "qemu": {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb")},
             "host_loadavg": os.getloadavg(),

@@ -46,6 +46,7 @@ from typing import Any
 from schedlab.core.testbed import RunFailed, RunResult
 
 from ..host import Host
+from .xentrace import SCHED_ALL_MASK, Trace, traced_events
 from .xl import Domains, guest_cfg
 
 FLAVOURS = ("ticket", "spin-yield", "kernel", "none")
@@ -66,6 +67,10 @@ DEFAULTS: dict[str, Any] = {
     "lock_vms_booted": 0,  # boot this many lock guests at the first run of a boot
     # (0: as many as the point needs; extra ones stay idle)
     "lock_timeout_s": 600,  # trigger -> every VM's result line
+    # xentrace every scheduler event (SCHED_ALL_MASK) from the trigger to the last result:
+    # counters.sched_events (boosts, tickles, yields, steals, picks, switches, migrations);
+    # its buffer is trace_pages per pCPU; a lost record fails the run
+    "sched_trace": False,
 }
 
 RESULT = "SCHEDLAB-LOCK-RESULT"
@@ -355,7 +360,12 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         "vms_booted": len(booted_names),
         "guest_vcpus": int(opts["guest_vcpus"]),
     }
-    results = run_lock_vms(h, doms, opts, booted_names, vm_names(vms), params, boot, seed, counters)
+    trace = Trace(h, pages=int(opts["trace_pages"]), mask=SCHED_ALL_MASK) if opts["sched_trace"] else None
+    results = run_lock_vms(
+        h, doms, opts, booted_names, vm_names(vms), params, boot, seed, counters, during=trace and (lambda: trace)
+    )
+    if trace is not None:
+        counters["sched_events"] = traced_events(trace, doms, vm_names(vms), "S0", opts)
     times = [results[n]["elapsed_ns"] / 1e9 for n in vm_names(vms)]
     for n in vm_names(vms):
         if results[n]["ops"] != int(opts["lock_ops"]):

@@ -10,6 +10,7 @@ two modes share a boot and guests; "corun" unpauses it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -18,6 +19,7 @@ from typing import Any
 from schedlab.core.testbed import RunFailed, RunResult
 
 from ..host import Host
+from .xentrace import SCHED_ALL_MASK, Trace, traced_events
 from .xl import Domains, guest_cfg
 
 DEFAULTS: dict[str, Any] = {
@@ -96,6 +98,26 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         if not m or int(m.group(1)) != int(opts["weights"][role]):
             raise RunFailed(f"S1: weight of {role} is {m.group(1) if m else '?'}, wanted {opts['weights'][role]}")
 
+    trace = Trace(h, pages=int(opts["trace_pages"]), mask=SCHED_ALL_MASK) if opts["sched_trace"] else None
+    with trace if trace is not None else contextlib.nullcontext():
+        t_cpu0, w0, tpj, lat, t_cpu1 = _measure(h, doms, opts, dur)
+    if trace is not None:
+        counters["sched_events"] = traced_events(trace, doms, ["io", "cpu"], "S1", opts)
+    recv = tpj["end"]["sum_received"]["bits_per_second"] / 1e6
+    lat_us, pct = parse_sockperf(lat.stdout + lat.stderr)
+    counters["window_seconds"] = round(time.monotonic() - w0, 1)  # host wall time of cpu_seconds
+    counters["cpu_seconds"] = {k: round(t_cpu1.get(k, 0) - v, 2) for k, v in t_cpu0.items()}
+    counters["latency_percentiles_us"] = pct
+    counters["throughput_sent_mbps"] = round(tpj["end"]["sum_sent"]["bits_per_second"] / 1e6, 2)
+    counters["retransmits"] = tpj["end"]["sum_sent"].get("retransmits")
+    if opts["fresh_guests"]:
+        doms.destroy_all()
+    return RunResult(metrics={"throughput_mbps": round(recv, 2), "latency_us": round(lat_us, 1)}, counters=counters)
+
+
+def _measure(h: Host, doms: Domains, opts: dict, dur: int):
+    """iperf3 then sockperf from dom0 against the I/O guest; (CPU times before, wall start,
+    iperf3's JSON, sockperf's output, CPU times after)."""
     t_cpu0, w0 = doms.cpu_times(), time.monotonic()
     client = ["taskset", "-c", "0"]  # dom0 has one vCPU (pinned to dom0_pcpu)
     tp = h.run(
@@ -108,7 +130,6 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         raise RunFailed("iperf3: output is not JSON:\n" + tp.stdout[-2000:]) from None
     if "error" in tpj:
         raise RunFailed(f"iperf3: {tpj['error']}")
-    recv = tpj["end"]["sum_received"]["bits_per_second"] / 1e6
     lat = h.run(
         [
             *client,
@@ -126,16 +147,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         ],
         timeout=min(opts["run_timeout_s"], dur + 120),
     )
-    lat_us, pct = parse_sockperf(lat.stdout + lat.stderr)
-    t_cpu1 = doms.cpu_times()
-    counters["window_seconds"] = round(time.monotonic() - w0, 1)  # host wall time of cpu_seconds
-    counters["cpu_seconds"] = {k: round(t_cpu1.get(k, 0) - v, 2) for k, v in t_cpu0.items()}
-    counters["latency_percentiles_us"] = pct
-    counters["throughput_sent_mbps"] = round(tpj["end"]["sum_sent"]["bits_per_second"] / 1e6, 2)
-    counters["retransmits"] = tpj["end"]["sum_sent"].get("retransmits")
-    if opts["fresh_guests"]:
-        doms.destroy_all()
-    return RunResult(metrics={"throughput_mbps": round(recv, 2), "latency_us": round(lat_us, 1)}, counters=counters)
+    return t_cpu0, w0, tpj, lat, doms.cpu_times()
 
 
 def parse_sockperf(text: str) -> tuple[float, dict[str, float]]:

@@ -43,6 +43,22 @@ RUNSTATE_BITS = 0x3F0
 RUNNING = 0
 IDLE_DOMID = 0x7FFF
 SCHED_MIN_MASK = 0x00021000  # xentrace -e: class TRC_SCHED, subclass MIN
+SCHED_ALL_MASK = 0x0002F000  # every TRC_SCHED subclass: MIN, CLASS (credit1's own), VERBOSE
+
+# The scheduler's decisions, by trace event (xen/include/public/trace.h: TRC_SCHED_VERBOSE
+# 0x28000 + n; credit1's TRC_SCHED_CLASS_EVT(CSCHED, n) = 0x22000 + n, defined at the top of
+# xen/common/sched/credit.c) -> (name, index of the word holding the domain id or None).
+SCHED_EVENTS: dict[int, tuple[str, int | None]] = {
+    0x00028004: ("wake", 0),  # vcpu_wake(): domain, vcpu
+    0x00028005: ("yield", 0),  # vcpu_yield() (SCHEDOP_yield): domain, vcpu
+    0x00028006: ("block", 0),  # vcpu_block(): domain, vcpu
+    0x0002800A: ("switch", None),  # sched_context_switch(): prev and next
+    0x00022004: ("steal", 1),  # csched_runq_steal(): peer pCPU, domain, vcpu
+    0x00022005: ("pick", 0),  # csched_res_pick() / _csched_cpu_pick(): domain, vcpu, pCPU
+    0x00022006: ("tickle", None),  # __runq_tickle(): one record per pCPU tickled
+    0x00022007: ("boost", 0),  # csched_unit_wake(): UNDER -> BOOST: domain, vcpu
+    0x0002200A: ("ratelimit", None),  # csched_schedule() kept the current vCPU (ratelimit)
+}
 
 
 class TraceError(RunFailed):
@@ -142,11 +158,43 @@ def placement(data: bytes, domids: dict[int, str] | None = None) -> dict[str, An
     }
 
 
-class Trace:
-    """xentrace in dom0 around a measurement: `with Trace(host) as t: ...`, then t.data."""
+def sched_events(data: bytes, domids: dict[int, str] | None = None) -> dict[str, Any]:
+    """Counts of the scheduler's decisions in a trace taken with SCHED_ALL_MASK: per event
+    name in SCHED_EVENTS the total ("total"), and, for events that name a domain, per guest
+    ("by_vm", named by `domids`; dom0 and the idle domain under "dom0"/"idle" in totals
+    only), plus "migrations" from the runstate records (placement()). Lost records are
+    reported, not hidden: "lost_records"."""
+    total = dict.fromkeys((n for n, _ in SCHED_EVENTS.values()), 0)
+    by_vm: dict[str, dict[str, int]] = {}
+    lost = 0
+    for _cpu, _tsc, ev, words in records(data):
+        if ev == TRC_LOST_RECORDS:
+            lost += words[0] if words else 1
+            continue
+        hit = SCHED_EVENTS.get(ev)
+        if hit is None:
+            continue
+        name, at = hit
+        total[name] += 1
+        if at is not None and domids is not None and len(words) > at and words[at] in domids:
+            vm = by_vm.setdefault(domids[words[at]], dict.fromkeys(total, 0))
+            vm[name] += 1
+    return {
+        "total": total,
+        "by_vm": by_vm,
+        "migrations": placement(data, domids)["migrations"],
+        "lost_records": lost,
+    }
 
-    def __init__(self, host: Host, *, pages: int = 256, path: str = "/run/schedlab-xentrace.bin"):
-        self.host, self.pages, self.path = host, int(pages), path
+
+class Trace:
+    """xentrace in dom0 around a measurement: `with Trace(host) as t: ...`, then t.data.
+    `mask`: the events (xentrace -e), runstate changes only by default."""
+
+    def __init__(
+        self, host: Host, *, pages: int = 256, path: str = "/run/schedlab-xentrace.bin", mask: int = SCHED_MIN_MASK
+    ):
+        self.host, self.pages, self.path, self.mask = host, int(pages), path, int(mask)
         self.pid: int | None = None
         self.data = b""
 
@@ -158,7 +206,7 @@ class Trace:
             [
                 "sh",
                 "-c",
-                f"rm -f {p} {p}.log; xentrace -D -e {SCHED_MIN_MASK:#010x} -S {self.pages} "
+                f"rm -f {p} {p}.log; xentrace -D -e {self.mask:#010x} -S {self.pages} "
                 f"{p} >{p}.log 2>&1 & echo $!; sleep 0.3; cat {p}.log",
             ],
             timeout=60,
@@ -203,3 +251,16 @@ class Trace:
         except (HostError, TraceError):
             if exc[0] is None:
                 raise
+
+
+def traced_events(trace: Trace, doms, names: list[str], study: str, opts: dict) -> dict[str, Any]:
+    """counters.sched_events of a run traced with SCHED_ALL_MASK (xentrace.sched_events, the
+    guests named); a lost record fails the run (the counts would be short)."""
+    ids = {i: n for i, n in doms.ids().items() if n in names}
+    ev = sched_events(trace.data, ids)
+    if ev["lost_records"]:
+        raise RunFailed(
+            f"{study}: xentrace lost {ev['lost_records']} records (raise trace_pages, now {opts['trace_pages']})"
+        )
+    ev["bytes"] = len(trace.data)
+    return ev

@@ -66,11 +66,16 @@ rule qemu_images:
 
 rule qemu_xen_src:
     """Xen 4.17 built from Debian's source package plus the patch series xen-patches/<series>/
-    (cache keyed by the patch contents). Needs deb-src and the hypervisor's build deps.
+    ("a+b": series a then b; cache keyed by the patch contents). Needs deb-src and the
+    hypervisor's build deps.
     """
     input:
         QEMU_IMAGE_INPUTS,
-        lambda wc: sorted(glob.glob(f"xen-patches/{wc.series}/*.patch")),
+        lambda wc: [
+            p
+            for part in wc.series.split("+")
+            for p in sorted(glob.glob(f"xen-patches/{part}/*.patch"))
+        ],
     output:
         "build/qemu/xen-src-{series}.path",
     log:

@@ -51,6 +51,12 @@ df
 # that would take an equivalence test.
 
 # %%
+def metric_name(study, metric):
+    """A metric as the tables name it: its label from the study file (no parenthesis), not its identifier."""
+    m = next(x for x in studies[study]["metrics"] if x["name"] == metric)
+    return esc(m.get("label", metric).split(" (")[0])
+
+
 def missing(x):
     return x is None or (isinstance(x, float) and math.isnan(x))
 
@@ -73,7 +79,8 @@ for tb in tbs:
 rows, cells = [], {}
 for i, r in df.iterrows():
     ratio = "/" in r["kind"]
-    row = [r["study"].upper(), esc(r["metric"]), esc(r["variant"]) + ("" if ratio else f" vs {esc(r['kind'][3:])}"),
+    row = [r["study"].upper(), metric_name(r["study"], r["metric"]),
+           esc(r["variant"]) + ("" if ratio else f" vs {esc(r['kind'][3:])}"),
            esc(r["point"]) + (f" ({esc(r['kind'])})" if ratio else ""), num(r["published"], ratio=ratio)]
     for tb in tbs:
         row += [num(r.get(tb), r.get(f"{tb}_low"), r.get(f"{tb}_high"), ratio),
@@ -121,7 +128,7 @@ xcolumns = [("study", "l"), ("metric", "l"), ("variant", "l"), ("point", "l"),
             (r"sim $\Delta$\,\% [interval]", "l"), ("testbed", "l"), (r"$\Delta$\,\% [interval]", "l"),
             ("verdict", "l")]
 for i, r in xdf.iterrows():
-    row = [r["study"].upper(), esc(r["metric"]), esc(r["variant"]), esc(r["point"]),
+    row = [r["study"].upper(), metric_name(r["study"], r["metric"]), esc(r["variant"]), esc(r["point"]),
            num(r["base_value"], r["base_low"], r["base_high"]), esc(r["testbed"]),
            num(r["value"], r["low"], r["high"]), esc(r["verdict"])]
     xcells[f"{r['study']}/{r['testbed']}/{r['variant']}/{r['point']}/{r['metric']}"] = {

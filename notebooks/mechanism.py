@@ -28,6 +28,7 @@ out_dir = "paper/generated/mechanism"
 seed = 1
 
 # %%
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def run_variant(key, label, vsim, duration_s, tmp):
     res = sim.run_scenario(sc)
     events = sim.read_trace(tf)
     return {"label": label, "scenario": sc, "result": res, "events": events,
+            "sha256": hashlib.sha256(tf.read_bytes()).hexdigest(),
             "timeline": sim.trace_timeline(events, int(sc["duration_s"] * 1e9))}
 
 
@@ -158,6 +160,7 @@ write_macros(out / "macros.tex", "mechanism", macros)
 
 wl = study["sim_workload"]
 lock = wl["lock"]
+trace_hash = hashlib.sha256("".join(f"{k} {r['sha256']}\n" for k, r in runs.items()).encode()).hexdigest()
 rl = sc0["xen"].get("ratelimit_us", 1000)
 rl_text = "ratelimit off" if not rl else f"ratelimit {rl}\\,us"
 lock_text = {"queued-yield": "queued (FIFO)", "spin-yield": "test-and-set", "ticket": "ticket", "pv-ticket": "PV ticket",
@@ -175,6 +178,8 @@ caption = (
     f"-- here {why} (vm{gap['dom']} vCPU {gap['vcpu']}) -- is off-CPU for at least 1\\,ms while a sibling spins "
     f"(it stays off for {(gap['t1'] - gap['t0']) / 1e6:.1f}\\,ms in the first variant). "
     f"Rows are pCPUs; bar colour is the domain, shade the vCPU; hatched bars are spinning, black strips critical "
-    f"sections; markers above the bars are yields, polls, kicks and BOOSTs; the bottom row marks a lock owner off-CPU. Variants: {var_text}.\n")
+    f"sections; markers above the bars are yields, polls, kicks and BOOSTs; the bottom row marks a lock owner off-CPU. Variants: {var_text}. "
+    f"One traced run per variant, so no error bars. Regenerate: \\texttt{{snakemake -c2 paper/generated/mechanism/figure.pdf}}; "
+    f"traces \\texttt{{sha256:{trace_hash[:16]}}}.\n")
 (out / "caption.tex").write_text(caption)
 print(caption)

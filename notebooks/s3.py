@@ -32,7 +32,7 @@ import numpy as np
 import seaborn as sns
 
 from schedlab import stats
-from schedlab.report.notebook import StudyContext, ratio_method_text
+from schedlab.report.notebook import T_ERRORBARS, StudyContext, ratio_method_text, t_errorbar
 from schedlab.report.tables import fmt_signed
 
 sns.set_theme(style="whitegrid", context="paper")
@@ -52,14 +52,14 @@ ctx.comparisons
 # the delay is the variant's Xen boot option, the same on every testbed
 runs["delay_us"] = runs["variant"].map(lambda v: ctx.study["variants"][v]["xen"]["boot"]["vcpu_migration_delay"])
 fig, axes = plt.subplots(1, 2, figsize=(6, 2.4))
-sns.pointplot(data=runs, x="delay_us", y="throughput", errorbar=("ci", 95), ax=axes[0], markersize=3, linewidth=1)
+sns.pointplot(data=runs, x="delay_us", y="throughput", errorbar=t_errorbar(), ax=axes[0], markersize=3, linewidth=1)
 axes[0].set_ylabel("throughput (1/s)")
-sns.pointplot(data=runs, x="delay_us", y="migrations", errorbar=("ci", 95), ax=axes[1], markersize=3, linewidth=1)
+sns.pointplot(data=runs, x="delay_us", y="migrations", errorbar=t_errorbar(), ax=axes[1], markersize=3, linewidth=1)
 axes[1].set_ylabel("migrations (1/s)")
 for a in axes:
     a.set_xlabel("vcpu_migration_delay (µs)")
 fig.tight_layout()
-ctx.save_figure(fig)
+ctx.save_figure(fig, "Throughput and vCPU migrations per second against \\texttt{vcpu\\_migration\\_delay}", T_ERRORBARS)
 
 # %%
 cmp = ctx.comparisons

@@ -175,3 +175,26 @@ fix & $-12.3 \pm 1.2$\,\%$^{*}$ & \textbf{5} \\
 @pytest.mark.parametrize("name", ["environment-yml", "report-view"])
 def test_scripts_are_executable(name):
     assert (ROOT / "workflow" / "scripts" / name).stat().st_mode & 0o111
+
+
+def _rules(smk: Path) -> dict[str, str]:
+    """{rule name: its text} of a rule file."""
+    parts = re.split(r"(?m)^rule (\w+):\n", smk.read_text())
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_no_rule_spawns_a_second_snakemake():
+    """Snakemake runs a `run:` block's job in a new Snakemake process that parses the whole
+    workflow again (3 s a job, the gather jobs' whole cost): rules use shell or script."""
+    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
+        for name, text in _rules(smk).items():
+            assert not re.search(r"(?m)^    run:", text), f"{smk.name}: rule {name} has a run: block"
+
+
+def test_point_jobs_keep_their_runs_in_the_log():
+    """The sim's point jobs print one line per run: those go to the job's log, the terminal
+    shows Snakemake's progress (and a failed job's log, by show-failed-logs)."""
+    rules = _rules(ROOT / "workflow" / "rules" / "run.smk")
+    for name in ("run_point", "dataset_study"):
+        shell = rules[name].split("    shell:", 1)[1]
+        assert "> {log} 2>&1" in shell and "tee" not in shell, name

@@ -3,6 +3,7 @@ hold only their study's choices (which comparison, which figure)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pandas as pd
 from schedlab import config
 from schedlab.core.files import atomic_write
 from schedlab.report import data as rdata
-from schedlab.report.tables import StudyTable, fmt_bracket, fmt_signed, latex_escape
+from schedlab.report.tables import StudyTable, fmt_bracket, fmt_delta, fmt_signed, latex_escape, metric_text
 
 # stats.bootstrap_ratio_ci's `method`, as the text names it
 RATIO_METHODS = {
@@ -51,6 +52,69 @@ def interval_yerr(pct, low, high, limits: tuple[float, float]):
     return np.vstack([np.maximum(pct - lo, 0), np.maximum(hi - pct, 0)]), lo_open, hi_open
 
 
+def t_errorbar(confidence: float = 95.0):
+    """seaborn's `errorbar=` for the tables' means: the mean's t-interval over runs
+    (deterministic, unlike seaborn's bootstrap "ci"); a single run: no bar."""
+    from schedlab.report.tables import mean_ci
+
+    def interval(values):
+        m, h = mean_ci(np.asarray(values, float), confidence)
+        return (m - h, m + h) if np.isfinite(h) else (m, m)
+
+    return interval
+
+
+T_ERRORBARS = "mean and its 95\\,\\% $t$-interval over runs, as in the table"
+
+
+class CalibrationError(ValueError):
+    pass
+
+
+def calibration_points(study: dict, text: str, testbed: str = "sim") -> set[tuple[str, str]]:
+    """The (variant, point id) the sim's model was calibrated on, from the study file's text.
+
+    The study files mark fitted parameters with a `CALIBRATED` comment that names the one
+    point they were fitted on (`base, vms=1`, `none@2`, `mode=alone`); that point of the
+    baseline variant is the calibration point. No marker: none. A marker that names no point,
+    or several: CalibrationError naming the file. Only the sim testbed's model is calibrated."""
+    lines = [ln for ln in text.splitlines() if "CALIBRATED" in ln]
+    if testbed != "sim" or not lines:
+        return set()
+    axes = config.testbed_settings(study, testbed)["axes"]
+    named = set()
+    for axis, values in axes.items():
+        for v in values:
+            sv = re.escape(str(v))
+            forms = [rf"\b{re.escape(axis)}={sv}\b", rf"@{sv}\b"]
+            if isinstance(v, str):
+                forms.append(rf"\b{sv}\b")  # a named value: `alone`
+            if any(re.search(f, ln) for f in forms for ln in lines):
+                named.add((axis, v))
+    if len(named) != 1 or len(axes) != 1:
+        what = ", ".join(f"{a}={v}" for a, v in sorted(named, key=str)) or "none"
+        raise CalibrationError(
+            f"{study.get('_file', study['study'])}: CALIBRATED comments must name exactly one point "
+            f"of a one-axis study (found: {what})"
+        )
+    ((axis, v),) = named
+    return {(study["baseline"], config.point_id({axis: v}))}
+
+
+def _range(values) -> str:
+    """Axis values for the text: "1--4" for consecutive integers, else "2, 6, 10"."""
+    vals = list(values)
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in vals)
+    if ints and len(vals) > 2 and vals == list(range(vals[0], vals[0] + len(vals))):
+        return f"{vals[0]}--{vals[-1]}"
+    return ", ".join(latex_escape(str(v)) for v in vals)
+
+
+def _version(v) -> str:
+    """A version for the text, without its build suffix: 4.17.5-schedlab-2f9 -> 4.17.5."""
+    return latex_escape(re.split(r"[-+~]", str(v))[0])
+
+
 def repo_root(start: Path | None = None) -> Path:
     """The repository root, whether the kernel runs there (papermill --cwd .) or
     in notebooks/ (JupyterLab)."""
@@ -59,6 +123,14 @@ def repo_root(start: Path | None = None) -> Path:
         if (cand / "Snakefile").exists() and (cand / "config" / "studies").is_dir():
             return cand
     return config.ROOT
+
+
+class SharedRecords(dict):
+    """Records by run id that pandas' `attrs` propagation shares instead of deep-copying
+    (every filtered or computed frame would copy them all); nothing may change them."""
+
+    def __deepcopy__(self, memo):
+        return self
 
 
 @dataclass
@@ -88,10 +160,25 @@ class StudyContext:
         if self.margin_pct is None:
             self.margin_pct = self.study.get("equivalence_margin_pct")
         self.runs = rdata.load_runs(self.data_dir, self.testbed, self.study_name)
+        # pandas deep-copies `attrs` into every frame an operation returns; with the records
+        # there that copying was most of a notebook's run time. They are only read: shared.
+        self.runs.attrs["records"] = SharedRecords(self.runs.attrs.get("records") or {})
         self.axes = list(config.testbed_settings(self.study, self.testbed)["axes"])
+        study_file = root / self.studies_dir / f"{self.study_name}.yaml"
+        self.calibrated = calibration_points(self.study, study_file.read_text(), self.testbed)
         self.table = StudyTable(
-            self.study, self.testbed, self.runs, self.out_dir, self.confidence, self.margin_pct, self.test
+            self.study,
+            self.testbed,
+            self.runs,
+            self.out_dir,
+            self.confidence,
+            self.margin_pct,
+            self.test,
+            calibrated=self.calibrated,
         )
+        self.checks: dict[str, dict] = {}
+        self.check_macros: dict[str, str] = {}
+        self.figure_caption: str | None = None
 
     @property
     def comparisons(self) -> pd.DataFrame:
@@ -103,11 +190,143 @@ class StudyContext:
     def label(self, variant: str) -> str:
         return self.study["variants"][variant]["label"]
 
-    def save_figure(self, fig) -> Path:
+    def save_figure(self, fig, what: str = "", errorbars: str = "") -> Path:
+        """Save the figure; `what` it shows and what its `errorbars` are become its caption
+        (macro `figure/caption`), with the command that regenerates it and the data's hash."""
         path = self.out_dir / f"{self.testbed}-figure.pdf"
         self.out_dir.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None})
+        cmd = f"snakemake -c2 paper/generated/{self.study_name}/{self.testbed}-figure.pdf"
+        self.figure_caption = (
+            (f"{what.rstrip('.')} ({self.testbed} testbed). " if what else f"{self.testbed} testbed. ")
+            + (f"Error bars: {errorbars.rstrip('.')}. " if errorbars else "")
+            + rf"Regenerate: \texttt{{{latex_escape(cmd)}}}; raw data \texttt{{sha256:{self.table.hash[:16]}}}."
+        )
         return path
+
+    def check(
+        self,
+        name: str,
+        baselines: dict[str, str],
+        metrics: list[str] | None = None,
+        where=None,
+        margin_pct: float | None = None,
+    ) -> pd.DataFrame:
+        """Comparisons the table does not make (a variant against another variant, an
+        equivalence test against a margin the notebook states): one Holm family per call,
+        over every (variant, point, metric) it compares; kept in the sidecar under `checks`
+        (with the runs behind each) and as macros `check/NAME/VARIANT/POINT/METRIC/{d,ci,sig,p}`
+        (+ `eq`, `eqp` with a margin) and `check/NAME/{margin,n}`.
+
+        baselines: {variant: the variant it is compared with}; where: a predicate on a point
+        (dict) selecting the points, default all."""
+        from schedlab.report.tables import compare_study
+
+        variants = set(baselines) | set(baselines.values())
+        study = dict(self.study)
+        study["variants"] = {
+            v: {**d, "baseline": baselines.get(v, v)} for v, d in self.study["variants"].items() if v in variants
+        }
+        if metrics is not None:
+            study["metrics"] = [m for m in self.study["metrics"] if m["name"] in metrics]
+        runs = self.runs[self.runs["variant"].isin(variants)]
+        if where is not None:
+            keep = runs[self.axes].apply(lambda r: bool(where(dict(r))), axis=1)
+            runs = runs[keep.to_numpy(bool)]
+        cmp = compare_study(runs, study, self.testbed, self.confidence, margin_pct, self.test)
+        macros = self.check_macros
+        macros[f"check/{name}/n"] = str(len(cmp))
+        if margin_pct:
+            macros[f"check/{name}/margin"] = f"{margin_pct:g}"
+        for _, c in cmp.iterrows():
+            point = {a: c[a] for a in self.axes}
+            pid = config.point_id(point)
+            ref = c["baseline"]
+            key = f"{name}/{c['variant']}/{pid}/{c['metric']}"
+
+            def runs_of(v, point=point):
+                sel = runs["variant"] == v
+                for a in self.axes:
+                    sel &= runs[a] == point[a]
+                return sorted(runs.loc[sel, "run_id"])
+
+            eq = c.get("equivalent")
+            eq = None if eq is None or (isinstance(eq, float) and np.isnan(eq)) else bool(eq)
+            self.checks[key] = {
+                "check": name,
+                "variant": c["variant"],
+                "reference": ref,
+                "point": {a: (v.item() if hasattr(v, "item") else v) for a, v in point.items()},
+                "metric": c["metric"],
+                "text": fmt_delta(c["pct"], c["pct_low"], c["pct_high"], "*" if c["significant"] else ""),
+                "value": float(c["pct"]),
+                "pct_low": float(c["pct_low"]),
+                "pct_high": float(c["pct_high"]),
+                "ci_level": float(c["ci_level"]),
+                "test": c["test"],
+                "p_holm": float(c["p_holm"]),
+                "significant": bool(c["significant"]),
+                "equivalent": eq,
+                "margin_pct": margin_pct,
+                "eq_p_holm": None if pd.isna(c.get("eq_p_holm")) else float(c["eq_p_holm"]),
+                "family_size": len(cmp),
+                "stat": (
+                    f"difference in % of the {ref} mean, {c['ci_level']:.4g}% interval (Holm-adjusted over the "
+                    f"{len(cmp)} comparisons of check {name}), {c['test']} test"
+                    + (f"; TOST within +-{margin_pct:g}%, Holm-adjusted" if margin_pct else "")
+                ),
+                "runs": runs_of(c["variant"]),
+                "baseline_runs": runs_of(ref),
+            }
+            macros[f"check/{key}/d"] = fmt_signed(c["pct"])
+            macros[f"check/{key}/ci"] = fmt_bracket(c["pct_low"], c["pct_high"])
+            macros[f"check/{key}/sig"] = "significant" if c["significant"] else "not significant"
+            macros[f"check/{key}/p"] = f"{c['p_holm']:.2g}"
+            if margin_pct:
+                macros[f"check/{key}/eq"] = (
+                    f"equivalent within $\\pm${margin_pct:g}\\,\\%"
+                    if eq
+                    else f"not shown equivalent within $\\pm${margin_pct:g}\\,\\%"
+                )
+                macros[f"check/{key}/eqp"] = f"{c['eq_p_holm']:.2g}" if not pd.isna(c.get("eq_p_holm")) else "--"
+        return cmp
+
+    def setup_macros(self) -> dict[str, str]:
+        """The setup as run, for one readable sentence in the text (never typed there):
+        `setup/points/AXIS` ("1--3"), `setup/runs`, `setup/warmup`, `setup/opt/KEY` (the
+        testbed's scalar options), `setup/workload/KEY` (scalar workload fields),
+        `setup/metric/NAME` (label [unit]), `setup/conf` (the confidence level, %), and from
+        the records: `setup/smp` (emulated pCPUs), `setup/xen`, `setup/kernel` (versions booted)."""
+        st = config.testbed_settings(self.study, self.testbed)
+        out = {f"setup/points/{a}": _range(v) for a, v in st["axes"].items()}
+        out["setup/runs"], out["setup/warmup"] = str(st["runs"]), str(st["warmup"])
+        out["setup/conf"] = f"{self.confidence:g}"
+        for k, v in st["options"].items():
+            if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+                out[f"setup/opt/{k}"] = latex_escape(str(v))
+        for k, v in (self.study.get("workload") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[f"setup/workload/{k}"] = str(v)
+        for m in self.study["metrics"]:
+            out[f"setup/metric/{m['name']}"] = metric_text(m)
+        recs = list((self.runs.attrs.get("records") or {}).values())
+        smp = {(r["provenance"].get("testbed") or {}).get("smp") for r in recs} - {None}
+        if len(smp) == 1:
+            out["setup/smp"] = str(smp.pop())
+        xen = {((r.get("counters") or {}).get("xen") or {}).get("xen_version") for r in recs} - {None}
+        xen |= {((r["provenance"].get("testbed") or {}).get("booted") or {}).get("xen_version") for r in recs} - {
+            None,
+            "",
+        }
+        if xen:
+            out["setup/xen"] = ", ".join(sorted({_version(x) for x in xen}))
+        kern = {((r.get("counters") or {}).get("kernel") or {}).get("kernelrelease") for r in recs} - {None}
+        kern |= {((r["provenance"].get("testbed") or {}).get("booted") or {}).get("release") for r in recs} - {None}
+        if not kern:  # older Xen records: the dom0 kernel, which the guests boot too
+            kern = {((r["provenance"].get("testbed") or {}).get("dom0") or {}).get("kernel") for r in recs} - {None}
+        if kern:
+            out["setup/kernel"] = ", ".join(sorted({_version(k) for k in kern}))
+        return out
 
     def setup_tex(self) -> str:
         """The study's setup as run, from the study file and the records' provenance."""
@@ -158,6 +377,9 @@ class StudyContext:
         return out
 
     def finish(self, extra_macros: dict[str, str] | None = None) -> dict:
-        side = self.table.write({**self.comparison_macros(), **(extra_macros or {})})
+        macros = {**self.comparison_macros(), **self.setup_macros(), **self.check_macros}
+        if self.figure_caption:
+            macros["figure/caption"] = self.figure_caption
+        side = self.table.write({**macros, **(extra_macros or {})}, self.checks)
         atomic_write(self.out_dir / f"{self.testbed}-setup.tex", self.setup_tex())
         return side

@@ -229,7 +229,45 @@ TEST_TEXT = {
 }
 
 
+def display_title(study: dict, testbed: str | None = None) -> str:
+    """A study's title as the paper prints it: a natively booted kernel that a testbed runs
+    under an emulator is not "bare metal" (only the lab testbed's hosts are)."""
+    title = study["title"]
+    if (study.get("workload") or {}).get("where") == "native" and testbed != "lab":
+        title = title.replace("on bare metal", "natively (no hypervisor)")
+    return title
+
+
+def metric_text(m: dict) -> str:
+    """A metric as the text names it: its label from the study file (never the identifier),
+    and its unit in brackets, in LaTeX."""
+    label = m.get("label") or m["name"]
+    unit = f" [{latex_escape(m['unit'])}]" if m.get("unit") else ""
+    return latex_escape(label) + unit
+
+
+def metric_head(m: dict, width: int = 30) -> str:
+    """A table header for a metric: label [unit] and an arrow for the better direction; a
+    long label is set on two lines (a nested tabular, no extra package)."""
+    label = m.get("label") or m["name"]
+    arrow = r"$\uparrow$" if m["better"] == "higher" else r"$\downarrow$"
+    unit = f" [{latex_escape(m['unit'])}]" if m.get("unit") else ""
+    if len(label) + len(unit) <= width:
+        return f"{latex_escape(label)}{unit} {arrow}"
+    # break before a parenthesis if there is one, else at the space nearest the middle
+    cut = label.find(" (")
+    if cut < 0:
+        spaces = [i for i, ch in enumerate(label) if ch == " "]
+        cut = min(spaces, key=lambda i: abs(i - len(label) / 2)) if spaces else len(label)
+    first, rest = label[:cut].strip(), label[cut:].strip()
+    lines = [latex_escape(first)] + ([latex_escape(rest)] if rest else [])
+    lines[-1] += f"{unit} {arrow}"
+    return r"\begin{tabular}[b]{@{}c@{}}" + r" \\ ".join(lines) + r"\end{tabular}"
+
+
 DELTA_HEAD = r"$\Delta$\,\% (interval)"
+# a mean the testbed's model was calibrated on
+CALIBRATED_MARK = r"\textsuperscript{cal}"
 MEAN_HEAD = r"mean $\pm$ CI"
 
 
@@ -260,8 +298,12 @@ class StudyTable:
         confidence: float = 95.0,
         margin_pct: float | None = None,
         test: str = "welch",
+        calibrated: set[tuple[str, str]] | None = None,
     ):
         self.study, self.testbed, self.runs = study, testbed, runs
+        # (variant, point id) whose means the testbed's model was calibrated on (the sim's
+        # CALIBRATED parameters): marked in the table, agreement there is by construction
+        self.calibrated = set(calibrated or ())
         self.out_dir = Path(out_dir)
         self.confidence, self.margin_pct, self.test = confidence, margin_pct, test
         self.axes = list(config.testbed_settings(study, testbed)["axes"])
@@ -312,10 +354,8 @@ class StudyTable:
         return len(self.metrics) > 1 and all(len(config.metrics_for(self.study, p)) == 1 for p in pts)
 
     @staticmethod
-    def _metric_head(m: dict, name_key: str = "name") -> str:
-        unit = f" [{latex_escape(m['unit'])}]" if m.get("unit") else ""
-        arrow = r"$\uparrow$" if m["better"] == "higher" else r"$\downarrow$"
-        return f"{latex_escape(m.get(name_key, m['name']))}{unit} {arrow}"
+    def _metric_head(m: dict) -> str:
+        return metric_head(m)
 
     def latex(self, published: bool = True) -> str:
         if self._merged():
@@ -363,17 +403,20 @@ class StudyTable:
         base = st["variants"][v].get("baseline", st["baseline"])
         vals = self.runs.loc[self.runs["run_id"].isin(runs_v), name].to_numpy(float)
         mean, ci = mean_ci(vals, self.confidence)
+        calibrated = (v, pid) in self.calibrated
         out = [
             self._cell(
                 f"{v}/{pid}/{name}/mean",
                 row,
                 col,
-                fmt_pm(mean, ci),
+                fmt_pm(mean, ci) + (CALIBRATED_MARK if calibrated else ""),
                 mean,
-                f"mean and {self.confidence:g}% t-interval over {len(vals)} runs",
+                f"mean and {self.confidence:g}% t-interval over {len(vals)} runs"
+                + ("; the calibration point of the testbed's model" if calibrated else ""),
                 runs_v,
                 ci=ci,
                 n=len(vals),
+                **({"calibrated": True} if calibrated else {}),
             )
         ]
         if v == base:
@@ -437,7 +480,7 @@ class StudyTable:
                 if not self._runs_of(v, point):
                     continue
                 cells = [(latex_escape(point[a]) if first else "") for a in self.axes]
-                cells.append(self._metric_head(m, "label") if first else "")
+                cells.append(self._metric_head(m) if first else "")
                 cells.append(latex_escape(v))
                 cells += self._value_cells(v, point, m["name"], row, len(cells))
                 rows.append(cells)
@@ -475,15 +518,22 @@ class StudyTable:
                 r"(Student's $t$), which may disagree with the star"
             )
         text += rf". Means: mean $\pm$ {self.confidence:g}\,\% $t$-interval"
+        if self.calibrated:
+            text += (
+                rf"; {CALIBRATED_MARK}: the calibration point, where the parameters the study file marks "
+                r"CALIBRATED were fitted to the published value, so agreement there is by construction"
+            )
         cmd = f"snakemake -c2 paper/generated/{self.study['study']}/{self.testbed}-table.tex"
         return (
-            rf"{latex_escape(self.study['title'])}, {self.testbed} testbed. {text}. "
+            rf"{latex_escape(display_title(self.study, self.testbed))}, {self.testbed} testbed. {text}. "
             rf"Regenerate: \texttt{{{latex_escape(cmd)}}}; raw data "
             rf"\texttt{{sha256:{self.hash[:16]}}}."
         )
 
-    def write(self, extra_macros: dict[str, str] | None = None) -> dict:
-        """Write <testbed>-table.tex, <testbed>-cells.json and <testbed>-macros.tex."""
+    def write(self, extra_macros: dict[str, str] | None = None, checks: dict[str, dict] | None = None) -> dict:
+        """Write <testbed>-table.tex, <testbed>-cells.json and <testbed>-macros.tex.
+        checks: comparisons outside the table (StudyContext.check), kept in the sidecar
+        beside its cells, traceable to their runs like them."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         label = f"tab:{self.table_id}"
         tex = latex_table(self.latex(), self.caption(), label)
@@ -502,6 +552,7 @@ class StudyTable:
             "test": self.test,
             "command": f"snakemake -c2 paper/generated/{self.study['study']}/{self.testbed}-table.tex",
             "cells": self.cells,
+            "checks": checks or {},
         }
         atomic_write(self.out_dir / f"{self.testbed}-table.tex", tex)
         sidecar = write_sidecar(self.out_dir / f"{self.testbed}-cells.json", sidecar)

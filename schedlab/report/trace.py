@@ -25,6 +25,10 @@ def _sidecar(table: str, paper_dir: Path) -> dict:
 def _find_cell(side: dict, cell: str) -> tuple[str, dict]:
     if cell in side["cells"]:
         return cell, side["cells"][cell]
+    # comparisons outside the table (the notebooks' checks): `checks/NAME/VARIANT/POINT/METRIC`
+    checks = side.get("checks") or {}
+    if cell.removeprefix("checks/") in checks:
+        return cell, checks[cell.removeprefix("checks/")]
     if "," in cell:
         r, c = (int(x) for x in cell.split(","))
         for k, v in side["cells"].items():
@@ -43,12 +47,12 @@ def trace(table: str, cell: str | None, paper_dir: Path, data_dir: Path, as_json
     key, c = _find_cell(side, cell)
     folder = store.raw_dir(data_dir, side["testbed"], side["study"])
     groups = [("runs", c["runs"])] + ([("baseline runs", c["baseline_runs"])] if "baseline_runs" in c else [])
-    metric = key.split("/")[2]
+    metric = c.get("metric") or key.split("/")[2]
     report = {
         "table": side["table"],
         "cell": key,
-        "row": c["row"],
-        "col": c["col"],
+        "row": c.get("row"),
+        "col": c.get("col"),
         "text": c["text"],
         "value": c["value"],
         "how": c["stat"],
@@ -84,7 +88,8 @@ def trace(table: str, cell: str | None, paper_dir: Path, data_dir: Path, as_json
         json.dump(report, out, indent=1, sort_keys=True)
         print(file=out)
         return 0
-    print(f"{side['table']} cell {key} (row {c['row']}, col {c['col']}): {c['text']}", file=out)
+    where = f"row {c['row']}, col {c['col']}" if "row" in c else f"check {c.get('check')}, not a table cell"
+    print(f"{side['table']} cell {key} ({where}): {c['text']}", file=out)
     print(f"  value {c['value']}: {c['stat']}", file=out)
     print(f"  raw data behind the table: sha256:{side['data_hash']}", file=out)
     for name, rows in report["groups"].items():

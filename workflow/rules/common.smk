@@ -1,5 +1,6 @@
 # Configuration, validated before anything runs: a bad study file stops the
 # workflow here with the file, line and field named.
+import functools
 import glob
 import sys
 from pathlib import Path
@@ -102,7 +103,13 @@ def run_inputs(wc):
 
 def shipped_records(study, testbed):
     """Raw records on disk for the study's current definition on `testbed` (read only)."""
-    return [str(p) for p in sl_records.on_disk(DATA, STUDIES[study], testbed)]
+    return list(_shipped_records(study, testbed))
+
+
+# read once per Snakemake run (_pairs and dataset_study's input both ask)
+@functools.cache
+def _shipped_records(study, testbed):
+    return tuple(str(p) for p in sl_records.on_disk(DATA, STUDIES[study], testbed))
 
 
 def shipped_complete(study, testbed):

@@ -12,6 +12,7 @@ rule methods:
         "paper/generated/methods.tex",
         "paper/generated/testbeds.tex",
         "paper/generated/dataset.tex",
+        "paper/generated/provenance.tex",
     log:
         "data/logs/methods.log",
     conda:
@@ -38,6 +39,8 @@ rule paper:
         "paper/generated/methods.tex",
         "paper/generated/testbeds.tex",
         "paper/generated/dataset.tex",
+        "paper/generated/provenance.tex",
+        rules.verdicts.output,
         "paper/generated/agreement/table.tex",
         "paper/generated/agreement/macros.tex",
         "paper/generated/agreement/testbeds.tex",

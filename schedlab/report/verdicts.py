@@ -1,0 +1,722 @@
+"""The verdict table: for each study, the seed's claim, what each reported testbed found
+and a verdict, decided by fixed rules from the same sidecars the study tables come from.
+
+    python -m schedlab.report.verdicts --paper-dir paper --studies-dir config/studies \\
+        --study s0 ... --pair s0:sim ... --testbed sim --testbed qemu --measured sim
+
+The claims (which comparisons test them, in which direction, and where a testbed cannot
+test them at all) are written down once, here, before looking at any result; every number
+comes from a sidecar or from a study file's `published:` block.
+
+Decision rules, for one comparison (`judge`):
+
+- a claimed direction (higher or lower than the reference):
+  significant in that direction and the published difference inside our interval:
+  REPRODUCED; significant in that direction otherwise (or the seed gives no size for this
+  comparison): DIRECTION; significant the other way: NOT; not significant and the
+  published difference outside our interval (ruled out): NOT; not significant otherwise
+  (the interval holds both 0 and the published size, or the seed gives no size): UNTESTABLE,
+  the runs cannot resolve the effect. A non-significant difference is never REPRODUCED
+  or DIRECTION.
+- a claimed absence of difference (within a margin): equivalent by the TOST test
+  (Holm-adjusted): REPRODUCED; the whole interval beyond the margin: NOT; otherwise
+  UNTESTABLE (the interval is wider than the margin or straddles it), whether or not it
+  excludes 0. Without a TOST result: UNTESTABLE.
+
+A claim's verdict on a testbed (`combine`): NOT if any of its comparisons is NOT, else
+UNTESTABLE if any is, else DIRECTION if any is, else REPRODUCED. A testbed that cannot
+show the effect by construction (e.g. no caches under TCG), a study that does not run on
+a testbed, or one whose shipped records do not cover its current definition: UNTESTABLE
+with that reason, whatever the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from schedlab import config
+from schedlab.core.files import atomic_write
+from schedlab.report.tables import (
+    display_title,
+    fmt_bracket,
+    fmt_signed,
+    latex_escape,
+    latex_table,
+    metric_text,
+    render_tabular,
+    write_macros,
+    write_sidecar,
+)
+
+REPRODUCED = "reproduced"
+DIRECTION = "reproduced in direction only"
+NOT = "not reproduced"
+UNTESTABLE = "untestable here"
+CATEGORIES = (REPRODUCED, DIRECTION, NOT, UNTESTABLE)
+# combine(): the first of these present decides a claim
+_PRECEDENCE = (NOT, UNTESTABLE, DIRECTION, REPRODUCED)
+
+
+class VerdictError(Exception):
+    """Bad input (a missing or malformed sidecar, an unknown study): one line naming it."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """Comparisons a claim rests on: `variant` against `reference` (default: the variant's
+    baseline in the study table) for `metrics` at the points `where` selects.
+
+    where: "all", "top" (the last value of the testbed's one axis), "first", "rest"
+    (all but the first) or {axis: [values]} (those of them the testbed runs).
+    direction: +1 the claim says higher, -1 lower, "better"/"worse" as the metric's `better`
+    says, 0 no difference (the equivalence margin is the check's, or the study file's).
+    check: the name of a StudyContext.check in the sidecar (a comparison the table does
+    not make), else the table's own cells."""
+
+    label: str
+    variant: str
+    metrics: tuple[str, ...]
+    direction: int | str
+    where: object = "all"
+    check: str | None = None
+    reference: str | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One seed's claim. text: LaTeX; `{metric/variant/value}` fields are filled from the
+    study file's published figures (`{metric/variant/value/pct}`: the published difference
+    from the baseline in %). untestable: {testbed: why it cannot show the effect}."""
+
+    study: str
+    title: str
+    text: str
+    parts: tuple[Part, ...]
+    untestable: dict[str, str] = field(default_factory=dict)
+
+
+# The claims, fixed before the results (the decision questions of the seeds).
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "s0",
+        "S0 pick, push, yield",
+        r"Yield alone recovers the aggregate throughput lost to spinning (published, at the largest "
+        r"point: {throughput/base/4} without, {throughput/yield/4} with yield), within ``less than "
+        r"2\,\%'' of pick+push+yield at every multi-VM point, at a single-VM cost of ``less than "
+        r"1\,\%'' (the seed's words; the equivalence margins of the test).",
+        (
+            Part("yield vs base, largest point", "yield", ("throughput",), +1, "top"),
+            Part("yield vs pick+push+yield", "yield", ("throughput",), 0, "rest", check="yield-ppy", reference="ppy"),
+            Part("yield's cost at one VM", "yield", ("throughput",), 0, "first", check="cost", reference="base"),
+        ),
+    ),
+    Claim(
+        "s1",
+        "S1 mistaken BOOST",
+        r"Co-run with a CPU-bound VM on its pCPU, the pre-4.7 wake path cuts the I/O VM's throughput "
+        r"and inflates its latency against the fixed path (published for the bug, alone to co-run: "
+        r"{throughput_mbps/bug/alone} to {throughput_mbps/bug/corun}\,Mbit/s, {latency_us/bug/alone} to "
+        r"{latency_us/bug/corun}\,\textmu s).",
+        (Part("bug vs fixed, co-run", "bug", ("throughput_mbps", "latency_us"), "worse", {"mode": ["corun"]}),),
+    ),
+    Claim(
+        "s2",
+        "S2 storm (virtualised)",
+        r"Under vCPU overcommit, plain ticket locks fall into storms that PV ticketlocks avoid (described "
+        r"in the seed, not measured there).",
+        (
+            Part("PV vs ticket, lock throughput", "pv", ("ops_per_s",), +1, "rest"),
+            Part("PV vs ticket, lock wait", "pv", ("wait_p99_us",), -1, "rest"),
+        ),
+    ),
+    Claim(
+        "s2native",
+        "S2 native cost",
+        r"Natively, the PV spinlock code costs nothing measurable on pgbench, pbzip2 and kernbench "
+        r"(tested as equivalence within the study file's margin).",
+        (
+            Part("PARAVIRT_SPINLOCKS=y vs =n", "pv_y", ("pgbench_tps", "pbzip2_s", "kernbench_s"), 0, "all"),
+            Part(
+                "=y booted nopvspin vs =n",
+                "pv_y_nopvspin",
+                ("pgbench_tps", "pbzip2_s", "kernbench_s"),
+                0,
+                "all",
+            ),
+        ),
+    ),
+    Claim(
+        "s3",
+        "S3 migration delay",
+        r"Against {label/d0}, a {label/d1000} raises throughput by about {throughput_gain_pct/d1000}\,\%.",
+        (Part("delay 1000 us vs 0", "d1000", ("throughput",), +1, "all"),),
+        untestable={
+            "qemu": r"TCG models no caches, so a migration costs nothing there and the cache-warmth gain "
+            r"cannot show (Section~\ref{sec:s3})"
+        },
+    ),
+    Claim(
+        "s4",
+        "S4 NUMA placement",
+        r"Without overload, NUMA-aware placement beats no affinity (published at two VMs: "
+        r"{specjbb/numa/2/pct}\,\% SpecJBB, {sysbench/numa/2/pct}\,\% sysbench, {lmbench/numa/2/pct}\,\% "
+        r"LMBench latency) and beats static pinning on fork latency at six VMs.",
+        (
+            Part("NUMA vs none, two VMs", "numa", ("specjbb", "bursts", "sysbench", "lmbench"), "better", {"vms": [2]}),
+            Part("NUMA vs pinned, six VMs", "numa", ("lmbench",), -1, {"vms": [6]}, check="pinned", reference="pinned"),
+        ),
+        untestable={
+            "qemu": r"TCG gives remote memory no extra cost, so locality cannot pay off there "
+            r"(Section~\ref{sec:s4})"
+        },
+    ),
+)
+
+
+# --- one comparison -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One comparison as a sidecar gives it: the difference in % of the reference mean, its
+    interval (at the row's Holm-adjusted level), the Holm-adjusted verdicts, and what the
+    claim says of it."""
+
+    label: str
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    significant: bool | None = None
+    equivalent: bool | None = None
+    direction: int = 0
+    published: float | None = None
+    margin_pct: float | None = None
+
+
+def _num(x) -> float:
+    return math.nan if x is None else float(x)
+
+
+def _inside(pub: float, low, high) -> bool:
+    lo = -math.inf if low is None else float(low)
+    hi = math.inf if high is None else float(high)
+    return lo <= pub <= hi
+
+
+def judge(e: Evidence) -> tuple[str, str]:
+    """(category, why) for one comparison; the rules are the module's docstring."""
+    if e.value is None or math.isnan(_num(e.value)):
+        return UNTESTABLE, "no result"
+    iv = fmt_bracket(e.low, e.high)
+    if e.direction == 0:
+        margin = f"$\\pm${e.margin_pct:g}\\,\\%" if e.margin_pct else "the margin"
+        if e.equivalent is None:
+            return UNTESTABLE, "no equivalence test"
+        if e.equivalent:
+            return REPRODUCED, f"equivalent within {margin}"
+        lo, hi = _num(e.low), _num(e.high)
+        if e.margin_pct and (hi < -e.margin_pct or lo > e.margin_pct):
+            return NOT, f"differs by more than {margin}: {fmt_signed(e.value)}\\,\\% {iv}"
+        if e.significant:
+            return (
+                UNTESTABLE,
+                f"{fmt_signed(e.value)}\\,\\% {iv} straddles {margin}: neither shown within nor beyond it",
+            )
+        return UNTESTABLE, f"interval {iv} wider than {margin}: cannot resolve it"
+    same = (e.value > 0) == (e.direction > 0)
+    if e.significant:
+        if not same:
+            return NOT, f"significant in the opposite direction ({fmt_signed(e.value)}\\,\\%)"
+        if e.published is None:
+            return DIRECTION, "the seed gives no size for this comparison"
+        if _inside(e.published, e.low, e.high):
+            return REPRODUCED, f"published {fmt_signed(e.published)}\\,\\% inside {iv}"
+        return DIRECTION, f"published {fmt_signed(e.published)}\\,\\% outside {iv}"
+    if e.published is not None and not _inside(e.published, e.low, e.high):
+        return NOT, f"not significant, and the published {fmt_signed(e.published)}\\,\\% lies outside {iv}"
+    if e.published is not None:
+        return UNTESTABLE, f"interval {iv} holds both 0 and the published {fmt_signed(e.published)}\\,\\%"
+    return UNTESTABLE, f"not significant, interval {iv}"
+
+
+def combine(judgements: list[tuple[str, str]]) -> tuple[str, str]:
+    """A claim's verdict from its comparisons': the first category of _PRECEDENCE present, with
+    the reason of the first comparison in that category."""
+    if not judgements:
+        return UNTESTABLE, "no comparison"
+    for cat in _PRECEDENCE:
+        for c, why in judgements:
+            if c == cat:
+                return c, why
+    raise ValueError(f"unknown categories {judgements}")
+
+
+# --- from sidecars ------------------------------------------------------------------------------------
+
+
+def published_pct(study: dict, metric: str, variant: str, reference: str, value) -> float | None:
+    """The seed's own difference of `variant` from `reference` in % at one axis value (None
+    if it quotes not both); `{metric}_gain_pct` where only a gain is quoted."""
+    pub = study.get("published") or {}
+
+    def get(v):
+        d = (pub.get(metric) or {}).get(v) or {}
+        keys = [value, str(value)] + ([int(value)] if str(value).lstrip("-").isdigit() else [])
+        x = next((d[k] for k in keys if k in d), None)
+        return None if x is None else float(x)
+
+    a, b = get(variant), get(reference)
+    if a is not None and b:
+        return 100.0 * (a - b) / b
+    gain = (pub.get(f"{metric}_gain_pct") or {}).get(variant)
+    return None if gain is None else float(gain)
+
+
+def _points(study: dict, testbed: str, where) -> list[dict]:
+    pts = config.points(study, testbed)
+    if where == "all":
+        return pts
+    if where == "top":
+        return pts[-1:]
+    if where == "first":
+        return pts[:1]
+    if where == "rest":
+        return pts[1:]
+    if isinstance(where, dict):
+        return [p for p in pts if all(p.get(a) in vals for a, vals in where.items())]
+    raise ValueError(f"unknown point selection {where!r}")
+
+
+def evidence(claim: Claim, study: dict, testbed: str, side: dict) -> list[tuple[Part, dict, Evidence]]:
+    """Every comparison of a claim on one testbed, from that testbed's sidecar."""
+    out = []
+    metrics = {m["name"] for m in config.for_testbed(study, testbed)["metrics"]}
+    for part in claim.parts:
+        for point in _points(study, testbed, part.where):
+            pid = config.point_id(point)
+            for metric in part.metrics:
+                if metric not in metrics or not config.metric_applies(
+                    next(m for m in study["metrics"] if m["name"] == metric), point
+                ):
+                    continue
+                if part.check:
+                    c = (side.get("checks") or {}).get(f"{part.check}/{part.variant}/{pid}/{metric}")
+                    ref = part.reference
+                else:
+                    c = side["cells"].get(f"{part.variant}/{pid}/{metric}/delta")
+                    ref = study["variants"][part.variant].get("baseline", study["baseline"])
+                direction = part.direction
+                if direction in ("better", "worse"):
+                    m = next(x for x in study["metrics"] if x["name"] == metric)
+                    direction = (1 if m["better"] == "higher" else -1) * (1 if direction == "better" else -1)
+                axis_value = next(iter(point.values())) if len(point) == 1 else None
+                pub = published_pct(study, metric, part.variant, ref, axis_value) if axis_value is not None else None
+                if c is None:
+                    e = Evidence(part.label, None, direction=direction, published=pub)
+                else:
+                    margin = c.get("margin_pct") or side.get("margin_pct")
+                    e = Evidence(
+                        part.label,
+                        c.get("value"),
+                        c.get("pct_low"),
+                        c.get("pct_high"),
+                        c.get("significant"),
+                        c.get("equivalent"),
+                        direction,
+                        pub,
+                        margin,
+                    )
+                out.append((part, {"point": point, "metric": metric, "cell": c}, e))
+    return out
+
+
+def _short(m: dict) -> str:
+    """A metric's label without its parenthesis, for a crowded cell."""
+    return latex_escape((m.get("label") or m["name"]).split(" (")[0])
+
+
+def _where(study: dict, where: dict) -> str:
+    m = next(x for x in study["metrics"] if x["name"] == where["metric"])
+    point = ", ".join(f"{latex_escape(a)}={latex_escape(v)}" for a, v in where["point"].items())
+    return f"{_short(m)} {point}"
+
+
+def _item_text(study: dict, part: Part, where: dict, e: Evidence) -> str:
+    if e.value is None:
+        return f"{_where(study, where)}: no result"
+    star = "$^{*}$" if e.significant else ""
+    eq = "$^{\\approx}$" if e.equivalent else ""
+    pub = f" (published {fmt_signed(e.published)})" if e.published is not None else ""
+    return f"{_where(study, where)}: {fmt_signed(e.value)}\\,\\% {fmt_bracket(e.low, e.high)}{star}{eq}{pub}"
+
+
+def _part_summary(study: dict, part: Part, items: list[tuple[dict, Evidence, tuple[str, str]]]) -> str:
+    """One line per part: each comparison if there are at most two, else counts."""
+    head = f"\\emph{{{latex_escape(part.label)}}}: "
+    if len(items) <= 2:
+        return head + "; ".join(_item_text(study, part, w, e) for w, e, _ in items)
+    n = len(items)
+    sig = sum(bool(e.significant) for _, e, _ in items)
+    eq = sum(bool(e.equivalent) for _, e, _ in items)
+    widest = max((abs(_num(e.value)) for _, e, _ in items if e.value is not None), default=math.nan)
+    text = f"{sig} of {n} significant"
+    if part.direction != 0:
+        same = sum(j[0] in (REPRODUCED, DIRECTION) for _, _, j in items)
+        inside = sum(j[0] == REPRODUCED for _, _, j in items)
+        text += f" ({same} in the claimed direction, {inside} with the published size inside the interval)"
+    if part.direction == 0 and any(e.margin_pct for _, e, _ in items):
+        margin = next(e.margin_pct for _, e, _ in items if e.margin_pct)
+        text += f", {eq} equivalent within $\\pm${margin:g}\\,\\%"
+    if math.isfinite(widest):
+        text += f"; largest $|\\Delta|$ {widest:.1f}\\,\\%"
+    return head + text
+
+
+@dataclass
+class Row:
+    claim: Claim
+    results: dict[str, tuple[str, str, str]]  # testbed -> (category, why, result text)
+    cells: dict[str, list[dict]]  # testbed -> the cells behind it
+
+
+def _status(study: dict, s: str, tb: str, pairs: set[tuple[str, str]]) -> str | None:
+    """Why a (study, testbed) has no result in this paper, or None if it has one."""
+    if tb not in study["testbeds"]:
+        return f"the study does not run on the {tb} testbed"
+    if (s, tb) not in pairs:
+        return "not measured under the current study definition (the shipped records do not cover it)"
+    return None
+
+
+def build(
+    studies: dict[str, dict],
+    testbeds: list[str],
+    pairs: list[tuple[str, str]],
+    paper_dir: Path,
+    claims: tuple[Claim, ...] = CLAIMS,
+) -> list[Row]:
+    """One row per claim whose study is in `studies`; each reported testbed judged from its sidecar."""
+    pairs_set = set(pairs)
+    rows = []
+    for claim in claims:
+        if claim.study not in studies:
+            continue
+        study = studies[claim.study]
+        row = Row(claim, {}, {})
+        for tb in testbeds:
+            missing = _status(study, claim.study, tb, pairs_set)
+            if missing:
+                row.results[tb] = (UNTESTABLE, missing, "--")
+                row.cells[tb] = []
+                continue
+            path = paper_dir / "generated" / claim.study / f"{tb}-cells.json"
+            try:
+                side = json.loads(path.read_text())
+                side["cells"]  # noqa: B018 (a sidecar must have cells)
+            except FileNotFoundError:
+                raise VerdictError(f"{path}: no such sidecar (run the {claim.study} notebook first)") from None
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise VerdictError(f"{path}: not a table sidecar ({type(e).__name__}: {e})") from None
+            ev = evidence(claim, study, tb, side)
+            judged = []
+            for part, w, e in ev:
+                cat, why = judge(e)
+                judged.append((part, w, e, (cat, f"{_where(study, w)}: {why}")))
+            cat, why = combine([j for *_, j in judged])
+            if tb in claim.untestable:
+                cat, why = UNTESTABLE, claim.untestable[tb]
+            lines = []
+            for part in claim.parts:
+                items = [(w, e, j) for p, w, e, j in judged if p is part]
+                if items:
+                    lines.append(_part_summary(study, part, items))
+            row.results[tb] = (cat, why, "; ".join(lines) or "--")
+            row.cells[tb] = [
+                {
+                    "part": p.label,
+                    "point": w["point"],
+                    "metric": w["metric"],
+                    "category": j[0],
+                    "why": j[1],
+                    "value": e.value,
+                    "low": e.low,
+                    "high": e.high,
+                    "significant": e.significant,
+                    "equivalent": e.equivalent,
+                    "published": e.published,
+                    "source": f"{claim.study}-{tb}:"
+                    + (
+                        f"checks/{p.check}/{p.variant}/{config.point_id(w['point'])}/{w['metric']}"
+                        if p.check
+                        else f"{p.variant}/{config.point_id(w['point'])}/{w['metric']}/delta"
+                    ),
+                    "runs": (w["cell"] or {}).get("runs", []) + (w["cell"] or {}).get("baseline_runs", []),
+                }
+                for p, w, e, j in judged
+            ]
+        rows.append(row)
+    return rows
+
+
+class _Published(dict):
+    """str.format_map lookup of `{metric/variant/value}` and `{metric/variant/value/pct}`."""
+
+    def __init__(self, study: dict):
+        super().__init__()
+        self.study = study
+
+    def __missing__(self, key: str) -> str:
+        parts = key.split("/")
+        pub = self.study.get("published") or {}
+        try:
+            if parts[0] == "label" and len(parts) == 2:
+                return re.sub(r"(\d) us\b", r"\1\\,\\textmu s", latex_escape(self.study["variants"][parts[1]]["label"]))
+            if parts[-1] == "pct":
+                metric, variant, value = parts[:3]
+                base = self.study["variants"][variant].get("baseline", self.study["baseline"])
+                x = published_pct(self.study, metric, variant, base, value)
+                if x is None:
+                    raise KeyError(key)
+                return fmt_signed(x)
+            d = pub
+            for p in parts:
+                d = d.get(p, d.get(int(p)) if p.isdigit() else None) if isinstance(d, dict) else None
+            if d is None or isinstance(d, dict):
+                raise KeyError(key)
+            return f"\\num{{{d}}}"
+        except (KeyError, ValueError) as e:
+            raise VerdictError(f"{self.study.get('_file', self.study['study'])}: published has no {key}") from e
+
+
+def claim_text(claim: Claim, study: dict) -> str:
+    return claim.text.format_map(_Published(study))
+
+
+# --- output -------------------------------------------------------------------------------------------
+
+
+def _slug(cat: str) -> str:
+    return cat.replace(" ", "-")
+
+
+def seed_macros(studies: dict[str, dict]) -> dict[str, str]:
+    """Every published figure of every study file, for the text: `seed/STUDY/METRIC/VARIANT/VALUE`
+    and `.../pct` (the difference from the variant's baseline in %), `seed/STUDY/METRIC_gain_pct/V`;
+    and the study's own design: `study/STUDY/workload/KEY`, `study/STUDY/points/AXIS`,
+    `study/STUDY/runs`, `study/STUDY/margin`."""
+    from schedlab.report.notebook import _range
+
+    out = {}
+    for s, st in studies.items():
+        for metric, by_var in (st.get("published") or {}).items():
+            if not isinstance(by_var, dict):
+                continue
+            for v, vals in by_var.items():
+                if isinstance(vals, dict):
+                    base = st["variants"].get(v, {}).get("baseline", st["baseline"])
+                    for x, y in vals.items():
+                        out[f"seed/{s}/{metric}/{v}/{x}"] = f"\\num{{{y}}}"
+                        pct = published_pct(st, metric, v, base, x) if v != base else None
+                        if pct is not None:
+                            out[f"seed/{s}/{metric}/{v}/{x}/pct"] = fmt_signed(pct)
+                        for ref in by_var:  # against every other quoted variant: `.../pct-REF`
+                            other = published_pct(st, metric, v, ref, x) if ref not in (v, base) else None
+                            if other is not None:
+                                out[f"seed/{s}/{metric}/{v}/{x}/pct-{ref}"] = fmt_signed(other)
+                elif isinstance(vals, (int, float)):
+                    out[f"seed/{s}/{metric}/{v}"] = f"{vals:g}"
+        for k, v in (st.get("workload") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[f"study/{s}/workload/{k}"] = str(v)
+        for a, vals in st["axes"].items():
+            out[f"study/{s}/points/{a}"] = _range(vals)
+        for v, d in st["variants"].items():
+            out[f"study/{s}/variant/{v}"] = re.sub(r"(\d) us\b", r"\1\\,\\textmu s", latex_escape(d["label"]))
+        out[f"study/{s}/runs"] = str(st["runs"])
+        out[f"study/{s}/warmup"] = str(st["warmup"])
+        if st.get("equivalence_margin_pct") is not None:
+            out[f"study/{s}/margin"] = f"{st['equivalence_margin_pct']:g}"
+        for m in st["metrics"]:
+            out[f"study/{s}/metric/{m['name']}"] = metric_text(m)
+            out[f"study/{s}/label/{m['name']}"] = latex_escape(m.get("label") or m["name"])
+    return out
+
+
+def _write_prefixed(path: Path, macros: dict[str, str]) -> None:
+    lines = ["% generated by schedlab.report.verdicts; do not edit"]
+    for k, v in sorted(macros.items()):
+        lines.append(rf"\expandafter\def\csname sv@{k}\endcsname{{{v}}}")
+    atomic_write(path, "\n".join(lines) + "\n")
+
+
+def _label(study: str) -> str:
+    from schedlab.report.methods import study_label
+
+    return study_label(study)
+
+
+def coverage_tex(
+    studies: dict[str, dict], all_testbeds: list[str], reported: list[str], pairs: set, measured: list[str]
+) -> str:
+    """Every study on every testbed the study files name: what this paper reports of it."""
+    cols = [("study", "l")] + [(latex_escape(tb), "l") for tb in all_testbeds]
+    rows = []
+    for s, st in studies.items():
+        row = [f"{_label(s)}: {latex_escape(display_title(st))}"]
+        for tb in all_testbeds:
+            if tb not in st["testbeds"]:
+                row.append("--")
+            elif (s, tb) in pairs:
+                row.append("measured" if tb in measured else "shipped records")
+            elif tb in reported:
+                row.append("not covered")
+            else:
+                row.append("ready, not run")
+        rows.append(row)
+    caption = (
+        r"What this paper reports of every study on every testbed the study files name. "
+        r"``measured'': measured by this build; ``shipped records'': re-derived from the raw records in "
+        r"\texttt{data/raw/TESTBED} (measured earlier by the same pipeline); ``not covered'': the shipped "
+        r"records do not cover the current study definition, so the paper omits it; ``ready, not run'': "
+        r"the testbed's code runs the study (tested against a virtual host) but no results of it ship; "
+        r"--: the study does not run there. One study on one testbed: \texttt{snakemake -c2 "
+        r"paper/generated/STUDY/TESTBED-table.tex}."
+    )
+    return latex_table(render_tabular(cols, rows), caption, "tab:coverage")
+
+
+def setups_tex(studies: dict[str, dict], pairs: list[tuple[str, str]]) -> str:
+    """The setup-as-run paragraphs of every reported (study, testbed), for the appendix."""
+    out = ["% generated by schedlab.report.verdicts: the setup of every reported study, per testbed"]
+    for s, st in studies.items():
+        tbs = [tb for ss, tb in pairs if ss == s]
+        if not tbs:
+            continue
+        out.append(f"\\subsection*{{{_label(s)}: {latex_escape(display_title(st))}}}")
+        out += [f"\\input{{generated/{s}/{tb}-setup.tex}}" for tb in tbs]
+    return "\n".join(out) + "\n"
+
+
+def write(
+    rows: list[Row],
+    studies: dict[str, dict],
+    testbeds: list[str],
+    pairs: list[tuple[str, str]],
+    paper_dir: Path,
+    all_testbeds: list[str] | None = None,
+    measured: list[str] | None = None,
+) -> dict:
+    out = paper_dir / "generated" / "verdicts"
+    out.mkdir(parents=True, exist_ok=True)
+    hashes = []
+    for s, tb in sorted(pairs):
+        p = paper_dir / "generated" / s / f"{tb}-cells.json"
+        if p.exists():
+            hashes.append(f"{s}-{tb} {json.loads(p.read_text()).get('data_hash', '')}\n")
+    data_hash = hashlib.sha256("".join(hashes).encode()).hexdigest()
+
+    width = {1: "7.0cm", 2: "4.9cm"}.get(len(testbeds), "3.6cm")
+    rag = r">{\raggedright\arraybackslash}"  # array's column prefix (siunitx loads array)
+    cols = [("study", rag + "p{1.3cm}"), ("the seed's claim", rag + "p{3.7cm}")]
+    cols += [(f"{latex_escape(tb)}: verdict and result", f"{rag}p{{{width}}}") for tb in testbeds]
+    table_rows, cells = [], {}
+    for i, row in enumerate(rows):
+        study = studies[row.claim.study]
+        cells_row = [latex_escape(row.claim.title), claim_text(row.claim, study)]
+        for j, tb in enumerate(testbeds):
+            cat, why, result = row.results[tb]
+            text = f"\\textbf{{{cat}}}: {why}." + (f"\\newline {result}" if result != "--" else "")
+            cells_row.append(text)
+            cells[f"{row.claim.study}/{tb}"] = {
+                "row": i,
+                "col": 2 + j,
+                "text": text,
+                "value": cat,
+                "stat": "verdict by the decision rules of schedlab.report.verdicts",
+                "why": why,
+                "comparisons": row.cells[tb],
+                "runs": sorted({r for c in row.cells[tb] for r in c["runs"]}),
+            }
+        table_rows += [cells_row, None]
+    caption = (
+        r"Verdicts: each seed's claim against each testbed, decided from the study tables' cells by the "
+        r"rules of Section~\ref{sec:verdicts} (a non-significant difference is never reproduced; no "
+        r"difference only by TOST); each cell gives the verdict, its reason and the comparisons behind it. "
+        r"Differences in \% with the interval at the row's Holm-adjusted level; $^{*}$ significant, "
+        r"$^{\approx}$ equivalent (Holm-adjusted). Regenerate: \texttt{snakemake -c2 "
+        rf"paper/generated/verdicts/table.tex}}; sidecars \texttt{{sha256:{data_hash[:16]}}}."
+    )
+    atomic_write(
+        out / "table.tex",
+        latex_table(
+            r"\setlength{\tabcolsep}{3pt}\footnotesize" "\n" + render_tabular(cols, table_rows),
+            caption,
+            "tab:verdicts",
+        ),
+    )
+    side = write_sidecar(
+        out / "cells.json",
+        {"table": "verdicts", "data_hash": data_hash, "testbeds": testbeds, "cells": cells},
+    )
+    macros = {"n": str(len(rows))}
+    for tb in testbeds:
+        for cat in CATEGORIES:
+            macros[f"{tb}/{_slug(cat)}"] = str(sum(r.results[tb][0] == cat for r in rows))
+    for row in rows:
+        for tb in testbeds:
+            cat, why, _ = row.results[tb]
+            macros[f"{row.claim.study}/{tb}"] = cat
+            macros[f"{row.claim.study}/{tb}/why"] = why
+    write_macros(out / "macros.tex", "verdicts", macros)
+    _write_prefixed(out / "seeds.tex", seed_macros(studies))
+    atomic_write(
+        out / "coverage.tex",
+        coverage_tex(studies, all_testbeds or testbeds, testbeds, set(pairs), measured or testbeds),
+    )
+    atomic_write(out / "setups.tex", setups_tex(studies, pairs))
+    return side
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="The paper's verdict table, from the study tables' sidecars.")
+    p.add_argument("--paper-dir", default="paper")
+    p.add_argument("--studies-dir", default="config/studies")
+    p.add_argument("--study", action="append", required=True, help="a study of the paper (repeat)")
+    p.add_argument("--pair", action="append", default=[], metavar="STUDY:TESTBED", help="a reported result")
+    p.add_argument("--testbed", action="append", required=True, help="a testbed the paper reports (repeat)")
+    p.add_argument("--measured", action="append", default=None, metavar="TESTBED")
+    a = p.parse_args(argv)
+    try:
+        pairs = []
+        for x in a.pair:
+            s, sep, tb = x.partition(":")
+            if not sep or not s or not tb:
+                raise VerdictError(f"--pair {x!r}: expected STUDY:TESTBED")
+            pairs.append((s, tb))
+        studies = {}
+        for s in a.study:
+            path = Path(a.studies_dir) / f"{s}.yaml"
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", s) or not path.is_file():
+                raise VerdictError(f"--study {s!r}: no study file {path}")
+            studies[s] = config.load_study(path)
+        for s, _ in pairs:
+            if s not in studies:
+                raise VerdictError(f"--pair {s}: not among the --study names")
+        all_tbs = list(dict.fromkeys(tb for st in studies.values() for tb in st["testbeds"]))
+        rows = build(studies, a.testbed, pairs, Path(a.paper_dir))
+        write(rows, studies, a.testbed, pairs, Path(a.paper_dir), all_tbs, a.measured)
+    except (VerdictError, config.ConfigError) as e:
+        print(f"verdicts: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

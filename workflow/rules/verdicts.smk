@@ -1,0 +1,36 @@
+# Verdict stage: the seeds' claims against every reported testbed, decided by the fixed rules of
+# schedlab.report.verdicts from the study tables' sidecars (never typed); with the published
+# figures of the study files as macros, the coverage of every study on every testbed, and the
+# appendix's list of setups.
+
+
+rule verdicts:
+    input:
+        cells=[f"paper/generated/{s}/{tb}-cells.json" for s, tb in PAIRS],
+        studies=[f"{STUDIES_DIR}/{s}.yaml" for s in STUDIES],
+        code=REPORT_CODE,
+    output:
+        table="paper/generated/verdicts/table.tex",
+        cells="paper/generated/verdicts/cells.json",
+        macros="paper/generated/verdicts/macros.tex",
+        seeds="paper/generated/verdicts/seeds.tex",
+        coverage="paper/generated/verdicts/coverage.tex",
+        setups="paper/generated/verdicts/setups.tex",
+    log:
+        f"{DATA}/logs/verdicts.log",
+    conda:
+        "../../environment.yml"
+    params:
+        # the paper directory, from the output: PAPER/generated/verdicts/table.tex
+        paper=lambda wc, output: str(Path(output.table).parents[2]),
+        # the study files' directory, from the input: STUDIES_DIR/STUDY.yaml
+        studies_dir=lambda wc, input: str(Path(input.studies[0]).parent),
+        args=" ".join(
+            [f"--study {s}" for s in STUDIES]
+            + [f"--pair {s}:{tb}" for s, tb in PAIRS]
+            + [f"--testbed {tb}" for tb in REPORTED]
+            + [f"--measured {tb}" for tb in MEASURE]
+        ),
+    shell:
+        "python -m schedlab.report.verdicts --paper-dir {params.paper} --studies-dir {params.studies_dir} "
+        "{params.args} > {log} 2>&1 || {{ cat {log}; exit 1; }}"

@@ -55,7 +55,9 @@ def _field(path) -> str:
 class Loader(yaml.SafeLoader):
     """The one YAML loader of the study files, config/config.yaml and the lab inventory:
     PyYAML's SafeLoader, but a duplicate key or a non-finite number is an error (with
-    its line) instead of the last key silently winning or a NaN axis value."""
+    its line) instead of the last key silently winning or a NaN axis value. load_yaml
+    parses with libyaml first (FastLoader: every Snakemake start reads the study files)
+    and with this one only to word an error (libyaml's messages say less)."""
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -85,6 +87,36 @@ class Loader(yaml.SafeLoader):
 
 
 Loader.add_constructor("tag:yaml.org,2002:float", Loader.construct_yaml_float)
+if getattr(yaml, "__with_libyaml__", False):
+
+    class FastLoader(yaml.cyaml.CParser, Loader):
+        """Loader's checks on libyaml's parser (CParser first in the MRO)."""
+
+        def __init__(self, stream):
+            yaml.cyaml.CParser.__init__(self, stream)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+else:  # PyYAML without libyaml
+    FastLoader = Loader
+
+
+MAX_DEPTH = 100  # nesting of mappings and lists; the study files need under 10
+
+
+def _depth(node: yaml.Node | None) -> int:
+    """How deeply a node tree nests (iteratively: the tree may be deeper than the stack)."""
+    deepest, todo = 0, [(node, 1)] if node is not None else []
+    while todo:
+        n, d = todo.pop()
+        deepest = max(deepest, d)
+        if deepest > MAX_DEPTH:
+            break
+        if isinstance(n, yaml.MappingNode):
+            todo += [(x, d + 1) for kv in n.value for x in kv]
+        elif isinstance(n, yaml.SequenceNode):
+            todo += [(x, d + 1) for x in n.value]
+    return deepest
 
 
 def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
@@ -100,6 +132,19 @@ def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})") from None
+    if FastLoader is not Loader:
+        fast = None
+        try:
+            fast = FastLoader(text)
+            node = fast.get_single_node()
+            if _depth(node) > MAX_DEPTH:  # libyaml has no recursion limit; what reads it has
+                raise ConfigError(f"{path}: not valid YAML: nested too deeply")
+            return (fast.construct_document(node) if node is not None else None), node
+        except (yaml.YAMLError, RecursionError):
+            pass  # parsed again below, for PyYAML's wording of the problem
+        finally:
+            if fast is not None:
+                fast.dispose()
     loader = None
     try:
         loader = Loader(text)

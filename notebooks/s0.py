@@ -55,16 +55,30 @@ ctx.comparisons
 
 # %%
 fig, ax = plt.subplots(figsize=(4.2, 2.8))
-sns.pointplot(data=runs, x="vms", y="throughput", hue="variant", errorbar=t_errorbar(),
-              dodge=0.3, markersize=3, linewidth=1, ax=ax)
+order = [v for v in ctx.study["variants"] if v in set(runs["variant"])]
+palette = dict(zip(order, sns.color_palette(n_colors=len(order))))
+sns.pointplot(data=runs, x="vms", y="throughput", hue="variant", hue_order=order, palette=palette,
+              errorbar=t_errorbar(), dodge=0.3, markersize=3, linewidth=1, ax=ax)
 vcpus = config.testbed_settings(ctx.study, testbed)["options"].get(
     "guest_vcpus", ctx.study["workload"]["vcpus_per_vm"])
+# The seed's curves, where the testbed runs its scale (the sim: 4-vCPU VMs on 4 cores);
+# pointplot puts the VM counts at positions 0, 1, ... in sorted order.
+xs = sorted(runs["vms"].unique())
+published = (ctx.study.get("published") or {}).get("throughput") or {}
+same_scale = testbed == "sim"
+if same_scale:
+    for v, by_vms in published.items():
+        pts = [(xs.index(k), val) for k, val in sorted(by_vms.items()) if k in xs and v in palette]
+        if pts:
+            ax.plot(*zip(*pts), ls="--", lw=0.8, marker="x", ms=3, color=palette[v], label=f"{v} (seed)")
 ax.set_xlabel(f"VMs ({vcpus} vCPUs each)")
 ax.set_ylabel("aggregate throughput\n(builds / 100000 s)")
-ax.legend(title=None, fontsize=7, ncols=3)
+ax.legend(title=None, fontsize=6, ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.22))  # below: no overlap
 ax.set_ylim(bottom=0)
+seed_note = ("; dashed with crosses: the seed's published values" if same_scale and published else
+             "; the seed's published values are not drawn: another scale and TCG speeds" if published else "")
 ctx.save_figure(fig, f"Aggregate throughput (builds per 100\\,000\\,s, summed over VMs) against the number of "
-                f"{vcpus}-vCPU VMs, per variant", T_ERRORBARS)
+                f"{vcpus}-vCPU VMs, per variant{seed_note}", T_ERRORBARS)
 
 # %% [markdown]
 # The ratio of aggregate throughputs (variant / base) at the largest point,

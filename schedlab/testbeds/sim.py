@@ -630,3 +630,119 @@ def window_stats(timeline: dict, events: list[dict], t0: int, t1: int) -> dict:
         out[k] = sum(1 for e in events if e["ev"] == ev and t0 <= e["t_ns"] < t1)
     out["spin_ms"], out["work_ms"], out["hold_ms"] = out.pop("spin"), out.pop("work"), out.pop("hold")
     return out
+
+
+# ---------------------------------------------------------------- S1's mistaken BOOST (notebooks/s1mechanism.ipynb)
+
+
+def boost_chains(events: list[dict]) -> list[dict]:
+    """The kick-away chains in a trace: a running vCPU marked for migration when another vCPU wakes on its pCPU
+    (TRC_CSCHED_KICKAWAY), switched out, migrated when its context is saved (the pick, TRC_CSCHED_PICKED_CPU
+    with a=1, and TRC_SCHED_MIGRATE if it lands elsewhere), re-woken (TRC_SCHED_WAKE) and, if it was UNDER,
+    BOOSTed by that re-wake (TRC_CSCHED_BOOST_START with a=1).
+
+    Returns one dict per kick-away, in order: cpu, dom, vcpu (the kicked vCPU), waker (dom, vcpu) or None,
+    kick, off, migrate, rewake, boost (ns or None where a step did not happen), to_cpu, moved (bool).
+    A chain ends at the kicked vCPU's BOOST on re-wake, its next switch-in, or its next kick-away."""
+    chains: list[dict] = []
+    open_: dict[tuple, dict] = {}
+    last_wake: tuple | None = None  # (t, cpu, dv) of the latest TRC_SCHED_WAKE
+    for e in events:
+        t, ev, dv = e["t_ns"], e["ev"], (e["dom"], e["vcpu"])
+        if ev == "TRC_SCHED_WAKE":
+            c = open_.get(dv)
+            if c is not None and c["migrate"] is not None and c["rewake"] is None:
+                c["rewake"] = t
+            last_wake = (t, e["cpu"], dv)
+        elif ev == "TRC_CSCHED_KICKAWAY":
+            open_.pop(dv, None)
+            waker = last_wake[2] if last_wake and last_wake[0] == t and last_wake[1] == e["cpu"] else None
+            c = {
+                "cpu": e["cpu"],
+                "dom": dv[0],
+                "vcpu": dv[1],
+                "waker": waker,
+                "kick": t,
+                "off": None,
+                "migrate": None,
+                "rewake": None,
+                "boost": None,
+                "to_cpu": None,
+                "moved": False,
+            }
+            chains.append(c)
+            open_[dv] = c
+        elif ev == "TRC_SCHED_SWITCH":
+            prev, nxt = (e["a"], e["b"]), dv
+            c = open_.get(prev)
+            if c is not None and c["off"] is None and prev != nxt:
+                c["off"] = t
+            if nxt in open_ and open_[nxt]["off"] is not None:  # runs again: the chain is over
+                open_.pop(nxt)
+        elif ev == "TRC_CSCHED_PICKED_CPU" and e["a"] == 1:
+            c = open_.get(dv)
+            if c is not None and c["off"] is not None and c["migrate"] is None:
+                c["migrate"], c["to_cpu"] = t, e["cpu"]
+        elif ev == "TRC_SCHED_MIGRATE":
+            c = open_.get(dv)
+            if c is not None and c["migrate"] is not None:
+                c["to_cpu"], c["moved"] = e["cpu"], True
+        elif ev == "TRC_CSCHED_BOOST_START" and e["a"] == 1:
+            c = open_.pop(dv, None)
+            if c is not None:
+                c["boost"] = t
+    return chains
+
+
+def wake_waits(events: list[dict], dom: int, vcpu: int, end_ns: int | None = None) -> list[dict]:
+    """Every wake of one vCPU: {wake, run, tickled, boosted}: when it woke, when a pCPU next switched to it
+    (None if not before the trace's end / `end_ns`), whether its wake tickled a pCPU (TRC_CSCHED_TICKLE for it
+    at the wake's instant) and whether that wake BOOSTed it."""
+    out: list[dict] = []
+    cur: dict | None = None
+    for e in events:
+        if (e["dom"], e["vcpu"]) != (dom, vcpu):
+            continue
+        t, ev = e["t_ns"], e["ev"]
+        if ev == "TRC_SCHED_WAKE":
+            cur = {"wake": t, "run": None, "tickled": False, "boosted": False}
+            out.append(cur)
+        elif cur is not None and t == cur["wake"] and ev == "TRC_CSCHED_TICKLE":
+            cur["tickled"] = True
+        elif cur is not None and t == cur["wake"] and ev == "TRC_CSCHED_BOOST_START":
+            cur["boosted"] = True
+        elif cur is not None and ev == "TRC_SCHED_SWITCH":
+            cur["run"] = t if end_ns is None or t <= end_ns else None
+            cur = None
+    return out
+
+
+def boost_intervals(events: list[dict], end_ns: int) -> list[dict]:
+    """BOOST periods per vCPU, {dom, vcpu, t0, t1, migration}: from TRC_CSCHED_BOOST_START to the vCPU's
+    TRC_CSCHED_BOOST_END (or `end_ns`); `migration` = the BOOST came from a migration re-wake (a=1)."""
+    open_: dict[tuple, dict] = {}
+    out: list[dict] = []
+    for e in events:
+        dv = (e["dom"], e["vcpu"])
+        if e["ev"] == "TRC_CSCHED_BOOST_START" and dv not in open_:
+            open_[dv] = {"dom": dv[0], "vcpu": dv[1], "t0": e["t_ns"], "t1": None, "migration": e["a"] == 1}
+        elif e["ev"] == "TRC_CSCHED_BOOST_END" and dv in open_:
+            b = open_.pop(dv)
+            b["t1"] = e["t_ns"]
+            out.append(b)
+    for b in open_.values():
+        b["t1"] = max(b["t0"], int(end_ns))
+        out.append(b)
+    return sorted(out, key=lambda b: b["t0"])
+
+
+def boost_chain_window(
+    chains: list[dict], length_ms: float = 40.0, lead_ms: float = 1.0, after_ms: float = 0.0
+) -> tuple[int, int, dict]:
+    """The first complete chain (kick-away, migration, re-wake with BOOST) starting at or after `after_ms`:
+    the window (t0_ns, t1_ns) = kick - lead_ms .. + length_ms, and the chain."""
+    for c in chains:
+        if c["kick"] >= after_ms * 1e6 and None not in (c["off"], c["migrate"], c["rewake"], c["boost"]):
+            t0 = int(max(0, c["kick"] - lead_ms * 1e6))
+            return t0, int(t0 + length_ms * 1e6), c
+    raise RunFailed("boost_chain_window: no kick-away followed by a migration and a BOOST on re-wake in the trace")

@@ -48,6 +48,9 @@ rule paper:
         "paper/generated/mechanism/figure.pdf",
         "paper/generated/mechanism/macros.tex",
         "paper/generated/mechanism/caption.tex",
+        "paper/generated/s1mechanism/figure.pdf",
+        "paper/generated/s1mechanism/macros.tex",
+        "paper/generated/s1mechanism/caption.tex",
     output:
         "paper/main.pdf",
     log:

@@ -153,11 +153,54 @@ rule mechanism:
         "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
 
 
+# S1's mechanism figure: one traced sim run of the co-run point per wake path (bug, fixed) on one timeline.
+rule s1mechanism:
+    input:
+        notebook="notebooks/s1mechanism.ipynb",
+        study=f"{STUDIES_DIR}/s1.yaml",
+        sim="sim/build/credit1sim",
+        code="schedlab/testbeds/sim.py",
+        view=REPORT_VIEW,
+    output:
+        figure=report(
+            "paper/generated/s1mechanism/figure.pdf",
+            caption="../report/s1mechanism-figure.rst",
+            category="Figures",
+            subcategory="mechanism",
+            labels={"study": "s1", "testbed": "sim", "format": "PDF"},
+        ),
+        macros="paper/generated/s1mechanism/macros.tex",
+        caption="paper/generated/s1mechanism/caption.tex",
+        figure_png=report(
+            "paper/generated/s1mechanism/figure.png",
+            caption="../report/s1mechanism-figure.rst",
+            category="Figures",
+            subcategory="mechanism",
+            labels={"study": "s1", "testbed": "sim", "format": "PNG"},
+        ),
+        executed=f"{DATA}/derived/notebooks/s1mechanism.ipynb",
+    log:
+        f"{DATA}/logs/notebooks/s1mechanism.log",
+    benchmark:
+        f"{DATA}/benchmarks/notebooks/s1mechanism.tsv"
+    conda:
+        "../../environment.yml"
+    params:
+        studies_dir=lambda wc, input: str(Path(input.study).parent),
+        out_dir=lambda wc, output: str(Path(output.figure).parent),
+    shell:
+        "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
+        "-p studies_dir {params.studies_dir} -p out_dir {params.out_dir} "
+        "&& python {input.view} figure {output.figure} {output.figure_png}; "
+        "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
+
+
 # `make report`: every figure and table the report shows, without the PDF (no TeX needed)
 rule report_items:
     input:
         rules.agreement.output,
         rules.mechanism.output,
+        rules.s1mechanism.output,
         [
             f"paper/generated/{s}/{tb}-{f}"
             for s, tb in PAIRS

@@ -45,21 +45,27 @@ def manifest_entry(study: str, testbed: str, variant: str, point: dict, definiti
     }
 
 
-def on_disk(data_dir: Path, study: dict, testbed: str) -> list[Path]:
-    """Files in the study's raw folder that belong to its current definition (read only; a
-    file that cannot be read is listed too, for `schedlab dataset` to name)."""
+def _current(data_dir: Path, study: dict, testbed: str) -> list[tuple[Path, dict | None]]:
+    """(path, record) of the files in the study's raw folder that belong to its current
+    definition, each read once; a file that cannot be read comes with None."""
     folder = store.raw_dir(Path(data_dir), testbed, study["study"])
     want = current_definitions(study, testbed)
-    out = []
+    out: list[tuple[Path, dict | None]] = []
     for path in store.iter_records(folder) if folder.is_dir() else []:
         try:
             rec = json.loads(path.read_text())
         except (OSError, ValueError):
-            out.append(path)
+            out.append((path, None))
             continue
         if isinstance(rec, dict) and rec.get("definition_hash") in want:
-            out.append(path)
+            out.append((path, rec))
     return out
+
+
+def on_disk(data_dir: Path, study: dict, testbed: str) -> list[Path]:
+    """Files in the study's raw folder that belong to its current definition (read only; a
+    file that cannot be read is listed too, for `schedlab dataset` to name)."""
+    return [path for path, _ in _current(data_dir, study, testbed)]
 
 
 def first_short_point(data_dir: Path, study: dict, testbed: str, need: int = 2) -> str | None:
@@ -67,10 +73,8 @@ def first_short_point(data_dir: Path, study: dict, testbed: str, need: int = 2) 
     comparison needs), or None when every point has them."""
     want = {h: f"{v}/{config.point_id(p)}" for h, (v, p) in current_definitions(study, testbed).items()}
     n = dict.fromkeys(want, 0)
-    for path in on_disk(data_dir, study, testbed):
-        try:
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
+    for _, rec in _current(data_dir, study, testbed):
+        if rec is None:
             return None  # `schedlab dataset` names the broken file
         if rec.get("status") == "ok" and not rec.get("warmup") and rec.get("definition_hash") in n:
             n[rec["definition_hash"]] += 1

@@ -246,12 +246,16 @@ def metric_text(m: dict) -> str:
     return latex_escape(label) + unit
 
 
+# Units the study files write in ASCII, as the paper sets them
+UNIT_TEX = {"us": r"\textmu s"}
+
+
 def metric_head(m: dict, width: int = 30) -> str:
     """A table header for a metric: label [unit] and an arrow for the better direction; a
     long label is set on two lines (a nested tabular, no extra package)."""
     label = m.get("label") or m["name"]
     arrow = r"$\uparrow$" if m["better"] == "higher" else r"$\downarrow$"
-    unit = f" [{latex_escape(m['unit'])}]" if m.get("unit") else ""
+    unit = f" [{UNIT_TEX.get(m['unit'], latex_escape(m['unit']))}]" if m.get("unit") else ""
     if len(label) + len(unit) <= width:
         return f"{latex_escape(label)}{unit} {arrow}"
     # break before a parenthesis if there is one, else at the space nearest the middle
@@ -362,13 +366,29 @@ class StudyTable:
             return self._latex_merged()
         st = self.study
         pub = st.get("published", {}) if published else {}
-        has_pub = {m["name"]: m["name"] in pub for m in self.metrics}
+        # Absolute published values only beside a testbed that runs the seed's scale (the
+        # sim); elsewhere (scaled down, TCG speeds) the published difference from the baseline.
+        relative = self.testbed != "sim"
+        pub_cell = {
+            m["name"]: (
+                {
+                    (v, config.point_id(pt)): self._published(pub, m["name"], v, pt, relative)
+                    for pt in config.points(st, self.testbed)
+                    for v in st["variants"]
+                }
+                if m["name"] in pub
+                else {}
+            )
+            for m in self.metrics
+        }
+        has_pub = {n: any(c is not None for c in cells.values()) for n, cells in pub_cell.items()}
         groups = [(latex_escape(a), 1) for a in self.axes] + [("variant", 1)]
         columns = [("", "l")] * (len(self.axes) + 1)
+        pub_head = r"published $\Delta$\,\%" if relative else "published"
         for m in self.metrics:
             span = 3 if has_pub[m["name"]] else 2
             groups.append((self._metric_head(m), span))
-            columns += [(MEAN_HEAD, "r"), (DELTA_HEAD, "r")] + ([("published", "r")] if has_pub[m["name"]] else [])
+            columns += [(MEAN_HEAD, "r"), (DELTA_HEAD, "r")] + ([(pub_head, "r")] if has_pub[m["name"]] else [])
         rows = []
         variants = list(st["variants"])
         row = 0
@@ -385,16 +405,33 @@ class StudyTable:
                         continue
                     cells += self._value_cells(v, point, name, row, len(cells))
                     if has_pub[name]:
-                        pv = (
-                            pub[name]
-                            .get(v, {})
-                            .get(str(point[self.axes[0]]), pub[name].get(v, {}).get(point[self.axes[0]]))
-                        )
-                        cells.append(rf"\num{{{pv}}}" if pv is not None else "--")
+                        pv = pub_cell[name][(v, config.point_id(point))]
+                        cells.append(pv if pv is not None else "--")
                 rows.append(cells)
                 row += 1
             rows.append(None)
         return render_tabular(columns, rows, groups)
+
+    def _published(self, pub: dict, name: str, v: str, point: dict, relative: bool) -> str | None:
+        """The published cell of a variant at a point: the seed's value, or (relative) its
+        difference in % from the seed's value of the variant's baseline; None if the seed
+        gives no such value."""
+
+        def value(variant):
+            by = pub[name].get(variant, {})
+            key = point[self.axes[0]]
+            return by.get(str(key), by.get(key))
+
+        pv = value(v)
+        if pv is None:
+            return None
+        if not relative:
+            return rf"\num{{{pv}}}"
+        base = self.study["variants"][v].get("baseline", self.study["baseline"])
+        bv = value(base)
+        if v == base or bv in (None, 0):
+            return None
+        return fmt_signed(100 * (pv / bv - 1), 1)
 
     def _value_cells(self, v: str, point: dict, name: str, row: int, col: int) -> list[str]:
         """mean +- CI and the Delta % cell (with its interval) of one variant, point and metric."""

@@ -34,6 +34,7 @@ from schedlab.testbeds.qemu_host import (  # noqa: F401
     _die_with_parent,
     _free_port,
     host_cpu_ticks,
+    loopback_host,
     numa_argv,
     overlay,
     qemu_argv,
@@ -41,7 +42,7 @@ from schedlab.testbeds.qemu_host import (  # noqa: F401
 )
 
 from .. import workloads
-from ..host import Host, HostError, HostTimeout, parse_kv
+from ..host import HostError, HostTimeout, parse_kv
 from ..workloads.xl import Domains
 
 
@@ -58,14 +59,7 @@ class QemuVM:
         self.boot_seconds: float | None = None
         self.runs = 0  # runs done in this boot
         self.info: dict[str, str] = {}
-        self.host = Host(
-            "127.0.0.1",
-            port=self.port,
-            identity=images.identity,
-            known_hosts=images.known_hosts,
-            host_key_alias=qi.HOST_KEY_ALIAS,
-            multiplex=True,
-        )
+        self.host = loopback_host(self.port, images, qi.HOST_KEY_ALIAS)
 
     @property
     def dom0_cmdline(self) -> str:

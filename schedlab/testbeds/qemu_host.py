@@ -12,6 +12,7 @@ from typing import Any
 
 from schedlab import workloads
 from schedlab.core.testbed import RunFailed
+from schedlab.host import Host
 
 DEFAULTS: dict[str, Any] = {
     "accel": "tcg,thread=multi",
@@ -85,6 +86,19 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def loopback_host(port: int, image, host_key_alias: str):
+    """The ssh driver for a QEMU's guest behind its loopback port forward: the image's key
+    and known_hosts, strict host-key checking under the image's alias, one shared connection."""
+    return Host(
+        "127.0.0.1",
+        port=port,
+        identity=image.identity,
+        known_hosts=image.known_hosts,
+        host_key_alias=host_key_alias,
+        multiplex=True,
+    )
 
 
 def stop_process_group(proc: subprocess.Popen | None, grace: float = 10) -> None:

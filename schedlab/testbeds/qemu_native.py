@@ -49,7 +49,7 @@ from schedlab.core.testbed import RunFailed, RunResult
 from schedlab.host import Host, HostError, HostTimeout
 from schedlab.packs.base import Context, PackError, gather_facts
 from schedlab.targets import TargetError
-from schedlab.testbeds.qemu_host import DEFAULTS, overlay, qemu_argv, stop_process_group
+from schedlab.testbeds.qemu_host import DEFAULTS, loopback_host, overlay, qemu_argv, stop_process_group
 
 BASE_CMDLINE = f"root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 init={ni.INIT_IN_IMAGE}"
 PREPARE_TIMEOUT_S = 1200
@@ -103,14 +103,7 @@ class NativeVM:
         self.boot_seconds: float | None = None
         self.ready_seconds: float | None = None  # this QEMU start -> ssh (a boot or a resume)
         self.info: dict[str, Any] = {}
-        self.host = Host(
-            "127.0.0.1",
-            port=self.port,
-            identity=image.identity,
-            known_hosts=image.known_hosts,
-            host_key_alias=ni.HOST_KEY_ALIAS,
-            multiplex=True,
-        )
+        self.host = loopback_host(self.port, image, ni.HOST_KEY_ALIAS)
 
     def argv(self) -> list[str]:
         return [

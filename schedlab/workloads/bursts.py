@@ -36,7 +36,7 @@ from schedlab.core.testbed import RunFailed, RunResult
 
 from ..host import Host
 from .lockwork import guests_to_boot, module_params, point_vms, run_lock_vms, vm_names
-from .xentrace import Trace, placement
+from .xentrace import Trace, no_lost, placement
 from .xl import Domains
 
 DEFAULTS: dict[str, Any] = {
@@ -73,11 +73,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     trace = Trace(h, pages=int(opts["trace_pages"]))
     results = run_lock_vms(h, doms, opts, booted_names, names, params, "", seed, counters, during=lambda: trace)
     ids = {i: n for i, n in doms.ids().items() if n in names}
-    where = placement(trace.data, ids)
-    if where["lost_records"]:
-        raise RunFailed(
-            f"S3: xentrace lost {where['lost_records']} records (raise trace_pages, now {opts['trace_pages']})"
-        )
+    where = no_lost(placement(trace.data, ids), "S3", opts)
     if not where["per_vcpu"]:
         raise RunFailed(
             f"S3: the trace ({len(trace.data)} bytes, {where['records']} records) has no "

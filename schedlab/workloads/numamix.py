@@ -70,7 +70,7 @@ from .lockwork import (
     trigger,
     vm_names,
 )
-from .xentrace import Trace, placement
+from .xentrace import Trace, no_lost, placement
 from .xl import Domains
 
 DEFAULTS: dict[str, Any] = {
@@ -263,12 +263,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         trace = Trace(h, pages=int(opts["trace_pages"]))
         marks = {"result": BENCH_RESULT, "start": BENCH_START} if command.startswith("bench ") else {}
         lines = trigger(doms, names, command, seed, timeout, c, during=lambda: trace, **marks)
-        where = placement(trace.data, {by_name[n]: n for n in names})
-        if where["lost_records"]:
-            raise RunFailed(
-                f"S4 {phase}: xentrace lost {where['lost_records']} records (raise trace_pages, "
-                f"now {opts['trace_pages']})"
-            )
+        where = no_lost(placement(trace.data, {by_name[n]: n for n in names}), f"S4 {phase}", opts)
         share = {}
         for key, v in where["per_vcpu"].items():
             n = key.split("/")[0]

@@ -257,10 +257,16 @@ def traced_events(trace: Trace, doms, names: list[str], study: str, opts: dict) 
     """counters.sched_events of a run traced with SCHED_ALL_MASK (xentrace.sched_events, the
     guests named); a lost record fails the run (the counts would be short)."""
     ids = {i: n for i, n in doms.ids().items() if n in names}
-    ev = sched_events(trace.data, ids)
-    if ev["lost_records"]:
-        raise RunFailed(
-            f"{study}: xentrace lost {ev['lost_records']} records (raise trace_pages, now {opts['trace_pages']})"
-        )
+    ev = no_lost(sched_events(trace.data, ids), study, opts)
     ev["bytes"] = len(trace.data)
     return ev
+
+
+def no_lost(result: dict[str, Any], what: str, opts: dict) -> dict[str, Any]:
+    """`result` (of placement or sched_events) unless the trace lost records: then RunFailed
+    naming `what` and the trace_pages option to raise (counts from a lossy trace are short)."""
+    if result["lost_records"]:
+        raise RunFailed(
+            f"{what}: xentrace lost {result['lost_records']} records (raise trace_pages, now {opts['trace_pages']})"
+        )
+    return result

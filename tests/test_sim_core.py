@@ -47,7 +47,7 @@ def test_selftest(sim):
     """C-level harness: yield placement (spec 10), FIFO, runq_sort, burn carry, steal priority, cache-hot."""
     p = subprocess.run([str(sim), "--selftest"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert "FAILED" not in p.stderr and p.stderr.count("selftest ok") >= 13
+    assert "FAILED" not in p.stderr and p.stderr.count("selftest ok") >= 16
 
 
 def test_weights_share_1_to_2(sim):
@@ -202,6 +202,26 @@ def test_determinism_and_seed_variance(sim):
         ({"seed": 1, "xen": {"version": "five"}, "domains": [cpu_vm("a")]}, "xen.version"),
         ({"seed": 1, "domains": [cpu_vm("a", hard_affinity=[9])]}, "domains[0].hard_affinity"),
         ({"seed": 1, "domains": [cpu_vm("a", wieght=3)]}, "domains[0].wieght"),
+        ({"seed": 1, "xen": {"cachehot_rule": "hot"}, "domains": [cpu_vm("a")]}, "xen.cachehot_rule"),
+        ({"seed": 1, "xen": {"version": "3.4"}, "domains": [cpu_vm("a")]}, "xen.version"),
+        ({"seed": 1, "xen": {"yield_cost_us": -1}, "domains": [cpu_vm("a")]}, "xen.yield_cost_us"),
+        (
+            {"seed": 1, "domains": [dict(cpu_vm("a"), workload={"kind": "cpu", "idle_tick_ms": 4})]},
+            "domains[0].workload.idle_tick_ms",
+        ),
+        (
+            {"seed": 1, "domains": [dict(cpu_vm("a"), workload={"kind": "cpu", "rx_us": 4})]},
+            "domains[0].workload.rx_us",
+        ),
+        ({"seed": 1, "domains": [dict(cpu_vm("a"), vcpus=2, workload={"kind": "netback"})]}, "domains[0].vcpus"),
+        (
+            {"seed": 1, "domains": [dict(cpu_vm("a"), workload={"kind": "netback", "rx_per_kb_us": -1})]},
+            "domains[0].workload.rx_per_kb_us",
+        ),
+        (
+            {"seed": 1, "domains": [dict(cpu_vm(n), workload={"kind": "netback"}) for n in ("a", "b")]},
+            "domains[1].workload.kind",
+        ),
     ],
 )
 def test_bad_scenario_names_the_field(sim, sc, field):
@@ -377,3 +397,178 @@ def test_guest_lock_events_are_traced_and_change_nothing(sim, tmp_path, lock_typ
         and sum(d["polls"] for d in r["domains"]) == polls
         and sum(d["kicks"] for d in r["domains"]) == kicks
     )
+
+
+# ---------------------------------------------------------------- model switches (docs/credit1-model.md section 17)
+
+
+def test_cachehot_rule_switch(sim):
+    """cachehot_rule: 4.13+ `last_sched_time` and 4.0-4.12 `last_run_time` are the same stamp for every queued
+    vCPU (both = when it was last switched out), so they give byte-identical runs; the 2009 rule
+    (`runstate.state_entry_time`) also treats a just-woken vCPU as hot: more skips, fewer steals.  The version
+    implies the rule: 4.6 defaults to run_time."""
+
+    def with_rule(rule=None, version=None, delay=1000):
+        sc = jbb(delay)
+        if rule:
+            sc["xen"]["cachehot_rule"] = rule
+        if version:
+            sc["xen"]["version"] = version
+        return sc
+
+    st, rt = run(sim, with_rule("sched_time"), raw=True), run(sim, with_rule("run_time"), raw=True)
+    assert st == rt == run(sim, with_rule(), raw=True)
+    assert run(sim, with_rule(version="4.6"), raw=True) == run(sim, with_rule("run_time", "4.6"), raw=True)
+    se = run(sim, with_rule("state_entry"))
+    c_st, c_se = json.loads(st)["counters"], se["counters"]
+    assert c_se["cachehot_skips"] > 1.5 * c_st["cachehot_skips"]
+    assert c_se["steals"] < c_st["steals"] and c_se["migrations"] != c_st["migrations"]
+    # without a migration delay the rule is never consulted
+    assert run(sim, with_rule("state_entry", delay=0), raw=True) == run(sim, with_rule(delay=0), raw=True)
+
+
+def idle_ticks(tick_ms=0.0, **kw):
+    idle = {"name": "idle", "vcpus": 2, "workload": dict({"kind": "idle"}, **kw)}
+    if tick_ms:
+        idle["workload"]["idle_tick_ms"] = tick_ms
+    return {
+        "seed": 2,
+        "duration_s": 1.0,
+        "check": True,
+        "host": {"sockets": 1, "cores_per_socket": 2},
+        "xen": {"timer_slop_us": 50},
+        "domains": [cpu_vm("busy", vcpus=2), idle],
+    }
+
+
+def test_idle_guest_timer_ticks(sim, tmp_path):
+    """idle_tick_ms: an idle domain's vCPUs are woken by their timer every period (BOOSTed, as any UNDER wake),
+    run idle_tick_work_us and block again; only the first idle_tick_vcpus vCPUs tick.  Off by default."""
+    off = run(sim, idle_ticks())
+    assert dom(off, "idle")["running_s"] == 0 and dom(off, "idle")["boosts"] == 0
+    r, tr = run_trace(sim, idle_ticks(4, idle_tick_vcpus=1, idle_tick_work_us=20), tmp_path)
+    idle = dom(r, "idle")
+    wakes = [e for e in tr if e["ev"] == "TRC_SCHED_WAKE" and e["dom"] == 1]
+    # 1 s / 4 ms = 250 interrupts on vCPU 0 only; one arriving before the previous was handled is merged into it
+    assert {e["vcpu"] for e in wakes} == {0} and 235 <= len(wakes) <= 251
+    assert idle["boosts"] >= 1 and dom(r, "busy")["boosts"] >= 1
+    # each wake runs the tick's work (it preempts the busy VM) and is accounted, plus the switch
+    assert abs(idle["useful_s"] - len(wakes) * 20e-6) <= 20e-6
+    assert idle["running_s"] >= idle["useful_s"] and idle["context_switches"] >= len(wakes) - 1
+    both = run(sim, idle_ticks(4))  # default: every vCPU of the idle domain ticks
+    assert dom(both, "idle")["context_switches"] >= 2 * 235
+
+
+def test_switch_and_yield_cost(sim):
+    """switch_cost_us delays the incoming guest by the pass (charged to it: running_s - useful_s = switches x
+    (ctxsw_us + cost)); yield_cost_us stops the yielder for the hypercall, charged to the yielder."""
+    rr = rr_vs_loop(corun=False)
+    a, b = dom(run(sim, rr), "io"), dom(run(sim, dict(rr, xen=dict(rr["xen"], switch_cost_us=10))), "io")
+    assert abs(b["rr_mean_us"] - a["rr_mean_us"] - 10) < 0.5
+    assert abs((b["running_s"] - b["useful_s"]) - b["context_switches"] * 11e-6) < 1e-6
+    sc = lock_vms("spin-yield")
+    base = run(sim, sc)
+    yc = run(sim, dict(sc, check=True, xen=dict(sc["xen"], yield_cost_us=5)))
+    sw = run(sim, dict(sc, check=True, xen=dict(sc["xen"], switch_cost_us=5)))
+
+    def overhead(r):
+        return sum(d["running_s"] - d["useful_s"] - d["spin_s"] for d in r["domains"])
+
+    def total(r, k):
+        return sum(d[k] for d in r["domains"])
+
+    assert abs(overhead(base) - total(base, "context_switches") * 1e-6) < 1e-6
+    assert abs(overhead(yc) - total(yc, "yields") * 5e-6 - total(yc, "context_switches") * 1e-6) < 1e-6
+    assert total(yc, "ops") < total(base, "ops") and total(sw, "ops") < total(base, "ops")
+    assert overhead(sw) > total(sw, "context_switches") * 6e-6  # switches, plus the passes that keep the vCPU
+
+
+def shares(sim, version, vcpus_a=2):
+    sc = {
+        "seed": 1,
+        "duration_s": 6,
+        "warmup_s": 1,
+        "host": ONE_CPU,
+        "xen": {"version": version},
+        "domains": [cpu_vm("a", vcpus=vcpus_a), cpu_vm("b")],
+    }
+    r = run(sim, sc)
+    a, b = dom(r, "a")["running_s"], dom(r, "b")["running_s"]
+    return a / (a + b)
+
+
+def test_version_40_per_domain_weight(sim):
+    """Xen 4.0 shares credit per active domain (weight), 4.1+ per active vCPU (weight x vCPUs): a 2-vCPU domain
+    against a 1-vCPU domain of the same weight gets about 1/2 of one pCPU under 4.0, 2/3 under 4.1+."""
+    assert abs(shares(sim, "4.17") - 2 / 3) < 0.03
+    assert abs(shares(sim, "4.1") - 2 / 3) < 0.03
+    assert abs(shares(sim, "4.0") - 1 / 2) < 0.03
+
+
+def test_version_40_tickles_every_idler(sim, tmp_path):
+    """4.0's __runq_tickle: a wake on a busy pCPU tickles all idlers in the vCPU's affinity (not one) and, when the
+    vCPU outranks the current one, its own pCPU as well; tickle_one_idle restores the one-idler rule."""
+    sc = jbb(0)
+    sc["xen"]["version"] = "4.0"
+    sc["domains"] = sc["domains"][:3]  # 6 vCPUs, half of the time waiting, on 8 pCPUs: idlers around
+
+    def widest(xen):
+        r, tr = run_trace(sim, dict(sc, xen=dict(sc["xen"], **xen)), tmp_path)
+        per_wake = {}
+        for e in tr:
+            if e["ev"] == "TRC_CSCHED_TICKLE":
+                per_wake.setdefault((e["t_ns"], e["dom"], e["vcpu"]), set()).add(e["cpu"])
+        return r, max(len(c) for c in per_wake.values())
+
+    r40, w40 = widest({})
+    one, w1 = widest({"tickle_one_idle": True})
+    assert w40 >= 4 and w1 <= 2  # all idlers (+ own pCPU) vs one idler (+ own pCPU)
+    assert r40["counters"]["tickles"] > one["counters"]["tickles"]
+    assert r40["counters"]["kickaways"] == 0 and r40["counters"]["ratelimited"] == 0
+
+
+NETBACK = {"rx_us": 5, "rx_per_kb_us": 0.4, "tx_us": 4}
+
+
+def net_pair(kind, proc_us=10, corun=False, netback=None, seed=2):
+    """A network guest on pCPU 0 (optionally with a CPU hog there), dom0's netback (kind netback) on pCPU 1."""
+    doms = [{"name": "io", "hard_affinity": [0], "workload": {"kind": kind, "one_way_us": 30, "proc_us": proc_us}}]
+    if corun:
+        doms.append(cpu_vm("cpu", hard_affinity=[0]))
+    if netback is not None:
+        doms.append({"name": "dom0", "hard_affinity": [1], "workload": dict({"kind": "netback"}, **netback)})
+    return {
+        "seed": seed,
+        "duration_s": 2,
+        "warmup_s": 0.2,
+        "host": {"sockets": 1, "cores_per_socket": 2, "irq_cpu": 1},
+        "domains": doms,
+    }
+
+
+def test_netback_cpu_per_packet_on_dom0(sim):
+    """Section 17.6: every packet into the guest costs dom0's netback vCPU rx_us + rx_per_kb_us per KB, every packet
+    out of it tx_us, on dom0's pCPU; a request/response pays both on its path, a stream is still at line rate."""
+    rr0, rr1 = run(sim, net_pair("net_rr")), run(sim, net_pair("net_rr", netback=NETBACK))
+    io0, io1, d0 = dom(rr0, "io"), dom(rr1, "io"), dom(rr1, "dom0")
+    assert abs(d0["ops"] - 2 * io1["rr_n"]) <= 4 and d0["useful_s"] == pytest.approx(io1["rr_n"] * 9e-6, rel=1e-3)
+    # +9 us of netback work, + dom0's two wakes (context switch) and the guest->dom0 notify IPI
+    assert 9 < io1["rr_mean_us"] - io0["rr_mean_us"] < 16
+    st = run(sim, net_pair("net_stream", netback=NETBACK))
+    io, d0 = dom(st, "io"), dom(st, "dom0")
+    per_seg = 5 + 0.4 * 65160 / 1024 + 4  # rx of a 64 KB segment + tx of its ACK, us
+    assert d0["useful_s"] == pytest.approx(io["ops"] * per_seg * 1e-6, rel=1e-3)
+    assert io["rx_mbps"] == pytest.approx(dom(run(sim, net_pair("net_stream")), "io")["rx_mbps"], rel=1e-3)
+    assert all(v["processor"] == 1 for v in st["vcpus"][2:])
+
+
+def test_stream_is_ack_clocked_by_the_receiver_running(sim):
+    """The sender stops after a window until the guest has processed (and ACKed) data, so a receiver that needs
+    more than its share of its pCPU (1 ms per 64 KB: CPU-bound alone) gets half of it next to a CPU hog, even with
+    the fixed wake path: it never blocks, so it is never BOOSTed and alternates with the hog by slices.  A receiver
+    that blocks between segments (0.4 ms) is BOOSTed on each wake and keeps its throughput."""
+    for proc, lo, hi in ((1000, 0.45, 0.55), (400, 0.98, 1.01)):
+        alone = dom(run(sim, net_pair("net_stream", proc_us=proc)), "io")
+        co = run(sim, net_pair("net_stream", proc_us=proc, corun=True))
+        assert lo < dom(co, "io")["rx_mbps"] / alone["rx_mbps"] < hi
+        assert (dom(co, "io")["boosts"] == 0) == (proc == 1000)

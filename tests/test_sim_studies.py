@@ -225,3 +225,61 @@ def test_s2_no_overcommit_wait_is_plain_queueing_in_microseconds():
     assert t["lock_wait"] == p["lock_wait"] and [d["ops"] for d in t["domains"]] == [d["ops"] for d in p["domains"]]
     assert len(t["domains"]) == 1 and p["domains"][0]["polls"] == 0
     assert 5 < t["lock_wait"]["p99_us"] < 11 and 0.4 < t["lock_wait"]["mean_us"] < 0.9
+
+
+def test_era_switches_reach_the_scenarios(tb):
+    """Model switches (docs/credit1-model.md section 17) set by the studies for era accuracy: S0 runs Xen 4.0's
+    credit1 and its idle Windows VMs take the clock tick on their boot vCPU; S3 uses the 2009 cache-hot rule.
+    A variant's `sim:` block can set the switches too."""
+    ((_, s0),) = tb.scenarios(study("s0"), "base", {"vms": 2}, 1)
+    assert s0["xen"]["version"] == "4.0"
+    idle = [d for d in s0["domains"] if d["workload"]["kind"] == "idle"]
+    assert len(idle) == 6 and all(
+        d["workload"] == {"kind": "idle", "idle_tick_ms": 15.625, "idle_tick_vcpus": 1, "idle_tick_work_us": 10}
+        for d in idle
+    )
+    ((_, s3),) = tb.scenarios(study("s3"), "d1000", {"vms": 24}, 1)
+    assert s3["xen"]["cachehot_rule"] == "state_entry" and s3["xen"]["migration_delay_us"] == 1000
+    for name, point in (("s1", {"mode": "corun"}), ("s2", {"overcommit": 2}), ("s4", {"vms": 2})):
+        for _, sc in tb.scenarios(study(name), study(name)["baseline"], point, 1):
+            assert not {"cachehot_rule", "switch_cost_us", "yield_cost_us"} & set(sc["xen"])
+            assert all("idle_tick_ms" not in d["workload"] for d in sc["domains"])
+    s = study("s3")
+    s["variants"]["d1000"]["sim"] = dict(s["variants"]["d1000"]["sim"], cachehot_rule="run_time", yield_cost_us=1)
+    ((_, sc),) = tb.scenarios(s, "d1000", {"vms": 24}, 1)
+    assert sc["xen"]["cachehot_rule"] == "run_time" and sc["xen"]["yield_cost_us"] == 1
+
+
+def test_s1_netback_and_s4_dom0_switches_reach_the_scenarios(tb):
+    """docs/credit1-model.md sections 17.6-17.7: S1 adds dom0's netback pinned to irq_cpu; S4 adds a dom0 on node 0
+    (left out of the metrics) and takes each VM's home node from placement_map."""
+    s1 = study("s1")
+    for _, sc in tb.scenarios(s1, "fixed", {"mode": "corun"}, 1):
+        d0 = sc["domains"][-1]
+        assert d0["name"] == "dom0" and d0["workload"]["kind"] == "netback"
+        assert d0["hard_affinity"] == [s1["sim_workload"]["host"]["irq_cpu"]]
+    s1["sim_workload"]["netback"] = False
+    assert all(len(sc["domains"]) == 2 for _, sc in tb.scenarios(s1, "fixed", {"mode": "corun"}, 1))
+    s1["sim_workload"]["netback"] = {"rx_us": 5, "tx_ns": 4}
+    with pytest.raises(ConfigError, match="tx_ns"):
+        tb.scenarios(s1, "fixed", {"mode": "alone"}, 1)
+
+    s4 = study("s4")
+    for _, sc in tb.scenarios(s4, "pinned", {"vms": 6}, 1):
+        vms, d0 = sc["domains"][:-1], sc["domains"][-1]
+        assert [d["home_node"] for d in vms] == [0, 1, 0, 1, 0, 1]
+        assert d0["name"] == "dom0" and d0["home_node"] == 0 and d0["hard_affinity"] == list(range(8))
+    r = tb.run_once(s4, "none", {"vms": 2}, 1)
+    assert len(r.samples["specjbb"]) == 2
+    s4["sim_workload"]["placement_map"] = [1, 1, 0]
+    ((_, sc), *_) = tb.scenarios(s4, "numa", {"vms": 6}, 1)
+    assert [d["home_node"] for d in sc["domains"][:6]] == [1, 1, 0, 1, 1, 0]
+    assert sc["domains"][0]["soft_affinity"] == list(range(8, 16))
+    for bad in ([2], "asymmetric", []):
+        s4["sim_workload"]["placement_map"] = bad
+        with pytest.raises(ConfigError, match="placement_map"):
+            tb.scenarios(s4, "none", {"vms": 2}, 1)
+    s4["sim_workload"]["placement_map"] = "alternate"
+    s4["sim_workload"]["dom0"] = dict(s4["sim_workload"]["dom0"], node=5)
+    with pytest.raises(ConfigError, match="dom0.node"):
+        tb.scenarios(s4, "none", {"vms": 2}, 1)

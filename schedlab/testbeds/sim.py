@@ -113,6 +113,11 @@ def _xen(sim: dict, base: dict | None = None) -> dict:
         "push_period_ms": "push_period_ms",
         "ipi_latency_us": "ipi_latency_us",
         "ctxsw_us": "ctxsw_us",
+        # model switches (docs/credit1-model.md section 17)
+        "cachehot_rule": "cachehot_rule",
+        "switch_cost_us": "switch_cost_us",
+        "yield_cost_us": "yield_cost_us",
+        "tickle_one_idle": "tickle_one_idle",
     }
     for k, v in sim.items():
         if k in m:
@@ -138,8 +143,13 @@ def _s0(study, variant, sim, wl, point, seed):
     }
     doms = [{"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": w} for i in range(n)]
     idle = int(wl.get("idle_vms", 0)) - n
+    iw = {"kind": "idle"}
+    # timer interrupts of the idle guests (docs/credit1-model.md section 17): off unless sim_workload sets them
+    for k in ("idle_tick_ms", "idle_tick_vcpus", "idle_tick_work_us"):
+        if k in wl:
+            iw[k] = wl[k]
     for i in range(max(0, idle)):
-        doms.append({"name": f"idle{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": {"kind": "idle"}})
+        doms.append({"name": f"idle{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": dict(iw)})
     sc = {
         "seed": _seed(seed, "s0"),
         "duration_s": float(wl.get("max_sim_s", 20000)) * frac,
@@ -161,9 +171,42 @@ def _s0_metrics(study, res, point, wl):
     return ({"time_s": sum(times) / len(times), "throughput": sum(100000.0 / t for t in times)}, {"time_s": times})
 
 
+_NETBACK_KEYS = ("rx_us", "rx_per_kb_us", "tx_us")
+
+
+def _netback_domain(wl: dict, host: dict) -> dict | None:
+    """dom0's netback as a domain of kind `netback` (docs/credit1-model.md section 17.6): one vCPU pinned to the
+    host's `irq_cpu`, doing `rx_us` + `rx_per_kb_us`/KB of CPU work per packet into the guest and `tx_us` per
+    packet out of it.  None when `sim_workload.netback` is absent or false (the earlier model: no dom0 CPU)."""
+    nb = wl.get("netback")
+    if nb in (None, False):
+        return None
+    if not isinstance(nb, dict):
+        raise ConfigError(
+            "study file: `sim_workload.netback` must be a mapping of rx_us, rx_per_kb_us, tx_us (or false)"
+        )
+    bad = sorted(set(nb) - set(_NETBACK_KEYS) - {"weight"})
+    if bad:
+        raise ConfigError(
+            f"study file: unknown key(s) {bad} in `sim_workload.netback` (allowed: {list(_NETBACK_KEYS)}, weight)"
+        )
+    if "irq_cpu" not in host:
+        raise ConfigError("study file: `sim_workload.netback` needs `sim_workload.host.irq_cpu` (dom0's pCPU)")
+    w = {"kind": "netback"}
+    w.update({k: nb[k] for k in _NETBACK_KEYS if k in nb})
+    return {
+        "name": "dom0",
+        "vcpus": 1,
+        "weight": int(nb.get("weight", 256)),
+        "hard_affinity": [host["irq_cpu"]],
+        "workload": w,
+    }
+
+
 def _s1(study, variant, sim, wl, point, seed):
     mode = point["mode"]
     out = []
+    dom0 = _netback_domain(wl, wl["host"])
     for tag, kind, params in (("stream", "net_stream", wl["stream"]), ("rr", "net_rr", wl["rr"])):
         io = {"name": "io", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": dict(params, kind=kind)}
         doms = [io]
@@ -171,6 +214,8 @@ def _s1(study, variant, sim, wl, point, seed):
             doms.append({"name": "cpu", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": {"kind": "cpu"}})
         elif mode != "alone":
             raise ConfigError(f"S1: unknown mode {mode!r}")
+        if dom0 is not None:
+            doms.append(dom0)
         out.append(
             (
                 tag,
@@ -257,6 +302,63 @@ def _s3_metrics(study, res, point, wl):
     )
 
 
+def _placement_map(wl: dict, n: int, nodes: int) -> list[int]:
+    """Home node of each of `n` VMs (docs/credit1-model.md section 17.7).  `sim_workload.placement_map` absent or
+    "alternate": VM i on node i % nodes (libxl's automatic placement of equal VMs, which alternates them); a list:
+    VM i on list[i % len(list)] (an explicit, possibly asymmetric, placement)."""
+    pm = wl.get("placement_map", "alternate")
+    if pm == "alternate":
+        return [i % nodes for i in range(n)]
+    if not isinstance(pm, list) or not pm or not all(isinstance(x, int) and not isinstance(x, bool) for x in pm):
+        raise ConfigError(
+            f'study file: `sim_workload.placement_map` must be "alternate" or a non-empty list of node numbers, got {pm!r}'
+        )
+    bad = [x for x in pm if not 0 <= x < nodes]
+    if bad:
+        raise ConfigError(
+            f"study file: `sim_workload.placement_map` names node(s) {bad}; the host has nodes 0..{nodes - 1}"
+        )
+    return [pm[i % len(pm)] for i in range(n)]
+
+
+_DOM0_KEYS = ("vcpus", "node", "pinned", "weight", "compute_us", "io")
+
+
+def _dom0_domain(wl: dict, nodes: int, per: int) -> dict | None:
+    """dom0 as a domain (docs/credit1-model.md section 17.7): `vcpus` vCPUs with memory on `node` (default 0),
+    hard affinity to that node's pCPUs when `pinned` (default true), running a `loop` of `compute_us` bursts each
+    followed by a wait of `io.latency_us` (its housekeeping load).  None when `sim_workload.dom0` is absent/false."""
+    d0 = wl.get("dom0")
+    if d0 in (None, False):
+        return None
+    if not isinstance(d0, dict):
+        raise ConfigError(
+            "study file: `sim_workload.dom0` must be a mapping (vcpus, node, pinned, weight, compute_us, io) or false"
+        )
+    bad = sorted(set(d0) - set(_DOM0_KEYS))
+    if bad:
+        raise ConfigError(f"study file: unknown key(s) {bad} in `sim_workload.dom0` (allowed: {list(_DOM0_KEYS)})")
+    for k in ("vcpus", "compute_us", "io"):
+        if k not in d0:
+            raise ConfigError(f"study file: missing `sim_workload.dom0.{k}`")
+    node = d0.get("node", 0)
+    if not isinstance(node, int) or not 0 <= node < nodes:
+        raise ConfigError(f"study file: `sim_workload.dom0.node` must be a node number 0..{nodes - 1}, got {node!r}")
+    io = d0["io"]
+    if not isinstance(io, dict) or float(io.get("p", 0)) <= 0:
+        raise ConfigError("study file: `sim_workload.dom0.io` must give p > 0 (dom0 waits between its bursts)")
+    d = {
+        "name": "dom0",
+        "vcpus": int(d0["vcpus"]),
+        "weight": int(d0.get("weight", 256)),
+        "home_node": node,
+        "workload": {"kind": "loop", "compute_us": d0["compute_us"], "io": io},
+    }
+    if d0.get("pinned", True):
+        d["hard_affinity"] = list(range(node * per, (node + 1) * per))
+    return d
+
+
 def _s4(study, variant, sim, wl, point, seed):
     n = int(point["vms"])
     host = wl["host"]
@@ -264,6 +366,8 @@ def _s4(study, variant, sim, wl, point, seed):
     nodes = int(host.get("nodes", 1))
     per = ncpu // nodes
     placement = _need(sim, "placement", f"variants.{variant}.sim")
+    homes = _placement_map(wl, n, nodes)
+    dom0 = _dom0_domain(wl, nodes, per)
     out = []
     for kind in ("specjbb", "sysbench", "lmbench"):
         kw = dict(wl["kinds"][kind])
@@ -272,7 +376,7 @@ def _s4(study, variant, sim, wl, point, seed):
         kw["kind"] = "loop"
         doms = []
         for i in range(n):
-            node = i % nodes  # libxl-style placement: VMs alternate between nodes
+            node = homes[i]  # default: libxl-style placement, VMs alternate between nodes
             cpus = list(range(node * per, (node + 1) * per))
             d = {"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "home_node": node, "workload": kw}
             if placement == "pinned":
@@ -282,6 +386,8 @@ def _s4(study, variant, sim, wl, point, seed):
             elif placement != "none":
                 raise ConfigError(f"S4: unknown placement {placement!r}")
             doms.append(d)
+        if dom0 is not None:  # dom0 is not one of the measured VMs: appended last, left out of the metrics
+            doms.append(dom0)
         out.append(
             (
                 kind,
@@ -306,12 +412,13 @@ def _s4_metrics(study, res, point, wl):
         r = res[kind]
         kw = wl["kinds"][kind]
         scale = float(kw.get("scale", 1.0))
+        vms = [d for d in r["domains"] if d["name"] != "dom0"]
         if kw.get("metric", "throughput") == "latency":
             # time per operation seen by one vCPU (fork+exit+wait), in us
             nv = int(wl["vcpus_per_vm"])
-            vals = [scale * (r["measured_s"] * nv / max(d["ops"], 1)) * 1e6 for d in r["domains"]]
+            vals = [scale * (r["measured_s"] * nv / max(d["ops"], 1)) * 1e6 for d in vms]
         else:
-            vals = [scale * d["ops_per_s"] for d in r["domains"]]
+            vals = [scale * d["ops_per_s"] for d in vms]
         m[kind] = sum(vals) / len(vals)
         samples[kind] = vals
     return m, samples
@@ -580,7 +687,8 @@ def mechanism_scenario(
             if d["workload"].get("kind") == "loop":  # a window of the build, not the whole build
                 d["workload"] = {k: v for k, v in d["workload"].items() if k != "job_work_s"}
         sc = {k: v for k, v in sc.items() if k != "stop_when_done"}
-        sc["domains"] = [d for d in sc["domains"] if d["workload"].get("kind") != "idle"]  # idle VMs never run
+        # idle VMs only take timer ticks (sim_workload.idle_tick_ms): left out, so the figure shows the lock alone
+        sc["domains"] = [d for d in sc["domains"] if d["workload"].get("kind") != "idle"]
     else:
         sim.setdefault("lock", "ticket")
         ((_, sc),) = _s2(study, "mechanism", sim, wl, {"overcommit": vms}, int(seed))

@@ -12,6 +12,7 @@
 #define V_BALANCE_BIAS (S.ver >= 409)     /* 89216c7999 */
 #define V_YIELD_BYPASS_RL (S.ver >= 408)  /* 9fdd2f3c9c */
 #define V_RL_REMAINING (S.ver >= 408)     /* 0053127890 */
+#define V40 (S.ver < 401)                 /* Xen 4.0 forms (spec section 17): sched_credit.c of 4.0 */
 
 static int in_migrate_wake;
 
@@ -54,6 +55,11 @@ static int runq_has_waiting(int cpu) {
 static void burn_credits(vcpu_t *v, ns_t now) {
     ns_t delta = now - v->start_time;
     if (delta <= 0) return;
+    if (V40) {   /* 4.0 burn_credits(): rounded to the nearest credit, no residual; start_time may run ahead of now */
+        int64_t c = (delta * 10 + 500000) / 1000000;
+        v->credit -= (int)c; v->start_time += c * 100000;
+        return;
+    }
     int64_t val = delta * 10 + v->residual;   /* CSCHED_CREDITS_PER_MSEC */
     int64_t credits = val / 1000000;
     v->residual = val % 1000000;
@@ -101,11 +107,13 @@ static int siblings_on(int cpu, int dom, const vcpu_t *except) {
     return n;
 }
 
-/* models _csched_cpu_pick() [C:722-861] (+ the "pick" extension when S.pick) */
+/* models _csched_cpu_pick() [C:722-861] (+ the "pick" extension when S.pick); with version 4.0 its 4.0 form
+ * (spec section 17): no soft step, the start pCPU always counts as idle, no move to an idle start, and the same
+ * "more idlers" comparison within and across sockets */
 static int cpu_pick(vcpu_t *v, int commit) {
     int cpu = v->processor; pcpu_t *spc = NULL;
     for (int soft = 1; soft >= 0; soft--) {
-        if (soft && !v->has_soft) continue;
+        if (soft && (!v->has_soft || V40)) continue;
         cpumask_t cpus = balance_mask(v, soft) & S.online;
         if (soft && !cpus) continue;
         if (S.pick && !v->is_idle) {   /* extension: avoid pCPUs already holding a sibling of v's domain */
@@ -115,15 +123,16 @@ static int cpu_pick(vcpu_t *v, int commit) {
         }
         cpu = (cpus & bit(v->processor)) ? v->processor : cpumask_cycle(v->processor, cpus);
         cpumask_t idlers = S.online & S.idlers;
-        if (v->processor == cpu && !runq_has_waiting(cpu)) idlers |= bit(cpu);
+        if (V40) idlers |= bit(cpu);                     /* 4.0: cpu_set(cpu, idlers) unconditionally */
+        else if (v->processor == cpu && !runq_has_waiting(cpu)) idlers |= bit(cpu);
         cpus &= idlers;
-        if (!(cpus & bit(cpu)) && cpus) cpu = cpumask_cycle(cpu, cpus);
+        if (!V40 && !(cpus & bit(cpu)) && cpus) cpu = cpumask_cycle(cpu, cpus);
         cpus &= ~bit(cpu);
         while (cpus) {
             int nxt = cpumask_cycle(cpu, cpus);
             cpumask_t ci, ni; int f;
             if (PC(cpu)->socket == PC(nxt)->socket) { f = 1; ci = idlers & PC(cpu)->smt_sib; ni = idlers & PC(nxt)->smt_sib; }
-            else { f = 2; ci = idlers & PC(cpu)->socket_mask; ni = idlers & PC(nxt)->socket_mask; }
+            else { f = V40 ? 1 : 2; ci = idlers & PC(cpu)->socket_mask; ni = idlers & PC(nxt)->socket_mask; }
             if (popcnt(ci) * f < popcnt(ni)) {
                 ni &= cpus;
                 spc = PC(nxt);
@@ -144,10 +153,25 @@ static int res_pick(vcpu_t *v) {
     return cpu_pick(v, 1);
 }
 
-/* models __runq_tickle() [C:353-508] (4.17) and its 4.6/4.7 forms [v4.6:~390-470] */
+/* models __runq_tickle() [C:353-508] (4.17) and its 4.6/4.7 forms [v4.6:~390-470]; 4.0 form (spec section 17):
+ * the waker's pCPU is tickled whenever new outranks cur, and, when cur is not idle, the idlers in new's affinity
+ * too (all of them unless tickle_one_idle; no kick-away, no soft affinity) */
 static void runq_tickle(vcpu_t *nw) {
     int cpu = nw->processor; vcpu_t *cur = PC(cpu)->curr;
     cpumask_t idle_mask = S.idlers & S.online, mask = 0;
+    if (V40) {
+        if (nw->pri > cur->pri) mask = bit(cpu);
+        if (cur->pri > PRI_IDLE) {
+            cpumask_t s = idle_mask & nw->hard;
+            if (s) {
+                int *ltc = &PC(S.this_cpu)->last_tickle;
+                if (S.tickle_one_idle) { *ltc = cpumask_cycle(*ltc, s); mask |= bit(*ltc); }
+                else mask |= s;
+            }
+            mask &= nw->hard;
+        }
+        goto tickle;
+    }
     if (S.ver >= 411 && (nw->flags & F_PINNED) && (idle_mask & bit(cpu))) { mask = bit(cpu); goto tickle; }
     if (cur->pri == PRI_IDLE || (!idle_mask && nw->pri > cur->pri)) mask = bit(cpu);
     else if (idle_mask) {
@@ -233,6 +257,16 @@ void vcpu_yield(vcpu_t *v) {
     if (!S.yield_noop) v->flags |= F_YIELD;
     v->n_yield++; S.n_yield++; v->yield_pending = 1;
     trace("TRC_SCHED_YIELD", v->processor, v, 0, 0);
+    if (S.yield_cost) {
+        /* yield_cost_us (spec section 17): the hypercall (guest exit, do_sched_op, return) takes yield_cost on the
+         * yielder's pCPU before the SCHEDULE_SOFTIRQ it raised runs on the way out; the yielder is current, so it is
+         * charged; its guest is stopped meanwhile and softirqs are held, as in a context-switch window */
+        pcpu_t *p = PC(v->processor);
+        guest_pause(v, S.now);
+        p->ctx_pending = 1; p->ctx_prev = NULL; p->softirq_pending = 2;
+        ev_push(S.now + S.yield_cost, EV_CTXDONE, v->processor, 0, 0);
+        return;
+    }
     raise_softirq(v->processor);
 }
 
@@ -243,7 +277,7 @@ static void acct_start(vcpu_t *v) {
     v->active = 1;
     v->act_prev = NULL; v->act_next = d->act_head; if (d->act_head) d->act_head->act_prev = v; d->act_head = v;
     d->active_count++;
-    S.weight += d->weight;
+    if (!V40 || !d->on_active) S.weight += d->weight;   /* 4.0: weight counted once per active domain */
     if (!d->on_active) {   /* list_add at the head of active_sdom */
         int di = v->dom;
         d->on_active = 1; d->ad_prev = -1; d->ad_next = S.active_head;
@@ -265,7 +299,7 @@ static void acct_stop(vcpu_t *v) {
     if (v->act_next) v->act_next->act_prev = v->act_prev;
     v->active = 0; v->act_prev = v->act_next = NULL;
     d->active_count--;
-    S.weight -= d->weight;
+    if (!V40 || !d->active_count) S.weight -= d->weight;
     if (!d->active_count) sdom_unlink(v->dom);
     trace("TRC_CSCHED_ACCOUNT_STOP", v->processor, v, 0, 0);
 }
@@ -284,15 +318,16 @@ void csched_acct(void) {
         dom_t *d = &S.doms[di];
         nd = d->ad_next;
         int64_t n = d->active_count, w = d->weight;
-        weight_left -= w * n;
+        int64_t wn = V40 ? w : w * n;   /* 4.0: a domain competes with its weight, not weight x active vCPUs */
+        weight_left -= wn;
         int64_t peak = n * cpt, ccap = 0;
-        if (S.credit_balance < 0) peak += div_up(-(int64_t)S.credit_balance * w * n, weight_total);
+        if (S.credit_balance < 0) peak += div_up(-(int64_t)S.credit_balance * wn, weight_total);
         if (d->cap) {
             ccap = div_up((int64_t)d->cap * cpt, 100);
             if (ccap < peak) peak = ccap;
             ccap = div_up(ccap, n);
         }
-        int64_t fair = div_up(credit_total * w * n, weight_total);
+        int64_t fair = div_up(credit_total * wn, weight_total);
         if (fair < peak) xtra = 1;
         else {
             if (weight_left) credit_total += div_up((fair - peak) * weight_total, weight_left);
@@ -323,7 +358,7 @@ void csched_acct(void) {
                     if (S.ver >= 413) { v->pause &= ~VPF_PAUSED; vcpu_wake(v); v->flags &= ~F_PARKED; }
                     else { v->flags &= ~F_PARKED; v->pause &= ~VPF_PAUSED; vcpu_wake(v); }
                 }
-                if (v->credit > cpt) { acct_stop(v); v->credit /= 2; }
+                if (v->credit > cpt) { acct_stop(v); v->credit = V40 ? 0 : v->credit / 2; }   /* 4.0: reset to 0 */
             }
             balance += v->credit;
         }
@@ -353,6 +388,17 @@ void csched_tick(int cpu) {
     ev_push(S.now + S.tick_period + slop(), EV_TICK, cpu, p->tick_gen, 0);
 }
 
+/* models __csched_vcpu_is_cache_hot() [C:690-720] and its older forms (spec section 17, cachehot_rule):
+ * 4.13+ (sched/credit.c): now - svc->last_sched_time, stamped by every csched_schedule() pass over the unit;
+ * 4.0-4.12 (sched_credit.c): now - v->last_run_time, stamped by schedule() only when the vCPU is switched out;
+ * 2009 patch 95e3cd67add2 (xen-unstable before 3.4): now - v->runstate.state_entry_time, which a wake from
+ * blocked also resets, so a freshly woken vCPU counts as cache-hot however long it slept. */
+static inline int cache_hot(const vcpu_t *s) {
+    ns_t stamp = S.cachehot_rule == CH_SCHED_TIME ? s->last_sched_time
+               : S.cachehot_rule == CH_RUN_TIME ? s->last_run_time : s->state_entry_time;
+    return S.now - stamp < S.migr_delay;
+}
+
 /* models csched_runq_steal() [C:1603-1677] */
 static vcpu_t *runq_steal(int peer, int cpu, int pri, int soft) {
     pcpu_t *pp = PC(peer);
@@ -361,7 +407,7 @@ static vcpu_t *runq_steal(int peer, int cpu, int pri, int soft) {
         if (s->pri <= pri) break;
         if (s->is_running) continue;
         if (soft && !s->has_soft) continue;
-        if (S.migr_delay && S.now - s->last_sched_time < S.migr_delay) { S.n_cachehot_skip++; continue; }  /* __csched_vcpu_is_cache_hot [C:690-720] */
+        if (S.migr_delay && cache_hot(s)) { S.n_cachehot_skip++; continue; }
         if (!(balance_mask(s, soft) & bit(cpu))) continue;
         trace("TRC_CSCHED_STOLEN_VCPU", peer, s, cpu, 0);
         runq_remove(s);
@@ -374,13 +420,15 @@ static vcpu_t *runq_steal(int peer, int cpu, int pri, int soft) {
 
 /* models csched_load_balance() [C:1679-1817] */
 static vcpu_t *load_balance(int cpu, vcpu_t *snext) {
-    int mynode = PC(cpu)->node;
-    for (int soft = 1; soft >= 0; soft--) {
-        for (int k = 0; k < S.nnode; k++) {
+    int mynode = PC(cpu)->node, nn = V40 ? 1 : S.nnode;
+    for (int soft = V40 ? 0 : 1; soft >= 0; soft--) {
+        for (int k = 0; k < nn; k++) {
             int node = (mynode + k) % S.nnode;
-            cpumask_t workers = (S.online & ~S.idlers) & S.cpu[node * S.cpus_per_node].node_mask & ~bit(cpu);
+            cpumask_t workers = (S.online & ~S.idlers) & (V40 ? S.online : S.cpu[node * S.cpus_per_node].node_mask) & ~bit(cpu);
             if (!workers) continue;
-            int first = V_BALANCE_BIAS ? cpumask_cycle(S.balance_bias[node], workers) : __builtin_ctzll(workers);
+            /* 4.0 (spec section 17): one pass, no soft step and no node loop, over all busy pCPUs from the neighbour */
+            int first = V_BALANCE_BIAS ? cpumask_cycle(S.balance_bias[node], workers)
+                      : V40 ? cpumask_cycle(cpu, workers) : __builtin_ctzll(workers);
             int peer = first;
             do {
                 if (!V_NR_RUNNABLE || PC(peer)->nr_runnable > 1) {
@@ -453,12 +501,22 @@ void core_schedule(int cpu) {
         ev_push(S.now + S.tick_period - S.now % S.tick_period + slop(), EV_TICK, cpu, p->tick_gen, 0);
     }
     if (prev->yield_pending) { prev->yield_pending = 0; if (snext != prev) { prev->n_yield_changed++; S.n_yield_changed++; } }
-    if (snext == prev) { guest_after_schedule(prev, cpu, 1); return; }
+    if (snext == prev) {
+        /* switch_cost_us (spec section 17): the pass itself costs CPU; the vCPU that keeps the pCPU is current
+         * throughout, so Xen charges it; its guest resumes when the pass is over (softirqs meanwhile are held) */
+        if (S.sched_cost && !prev->is_idle) {
+            guest_pause(prev, S.now);
+            p->ctx_pending = 1; p->ctx_prev = NULL;
+            ev_push(S.now + S.sched_cost, EV_CTXDONE, cpu, 0, 0);
+            return;
+        }
+        guest_after_schedule(prev, cpu, 1); return;
+    }
     /* context switch */
     if (!prev->is_idle) {
         guest_pause(prev, S.now);
         p->busy_ns += S.now - p->busy_since;
-        prev->last_cpu = cpu; prev->last_cpu_busy = p->busy_ns; prev->last_desched = S.now;
+        prev->last_cpu = cpu; prev->last_cpu_busy = p->busy_ns; prev->last_run_time = S.now;   /* schedule(): prev->last_run_time = now (< 4.13) */
     }
     prev->is_curr = 0;
     if (!prev->is_idle) set_runstate(prev, runnable(prev) ? RS_RUNNABLE : ((prev->pause & VPF_BLOCKED) ? RS_BLOCKED : RS_OFFLINE));
@@ -471,7 +529,9 @@ void core_schedule(int cpu) {
     S.n_ctx++;
     trace("TRC_SCHED_SWITCH", cpu, snext, prev->is_idle ? -1 : prev->dom, prev->is_idle ? -1 : prev->vidx);
     p->ctx_pending = 1; p->ctx_prev = prev;
-    ev_push(S.now + S.ctxsw_ns, EV_CTXDONE, cpu, 0, 0);
+    /* ctxsw_us: switch latency; switch_cost_us: the scheduler pass (spec section 17).  Both are charged to snext,
+     * whose start_time is this pass's `now`, as in Xen */
+    ev_push(S.now + S.ctxsw_ns + S.sched_cost, EV_CTXDONE, cpu, 0, 0);
 }
 
 /* models sched_unit_migrate_finish() [K:1098-1190] (vcpu_migrate() in 4.6) */
@@ -499,7 +559,7 @@ void ctx_done(int cpu) {
         prev->is_running = 0;
         if (!prev->is_idle && (prev->pause & VPF_MIGRATING)) vcpu_migrate(prev);
     }
-    if (!p->curr->is_idle) guest_resume(p->curr, S.now, 1);
+    if (!p->curr->is_idle) guest_resume(p->curr, S.now, prev != NULL);   /* prev NULL: end of a hypercall/pass cost */
     if (p->softirq_pending == 2) { p->softirq_pending = 0; raise_softirq(cpu); }
 }
 
@@ -615,6 +675,7 @@ static int st_order(int cpu, const int *want, int n) {   /* want: indices into s
 }
 
 int credit_selftest(void) {
+    S.ver = 417; S.cachehot_rule = CH_SCHED_TIME;
     S.ncpu = 2; S.online = 3; S.nnode = 1; S.cpus_per_node = 2;
     S.cpu[0].node_mask = S.cpu[1].node_mask = 3;
     vcpu_t *x = &st_v[0], *z = &st_v[1], *v = &st_v[2];
@@ -664,6 +725,18 @@ int credit_selftest(void) {
     ST_CHECK(runq_steal(1, 0, PRI_IDLE, 0) == NULL, "cache-hot: descheduled 0.5 ms ago, delay 1 ms -> not stolen");
     u->last_sched_time = S.now - 2 * MS;
     ST_CHECK(runq_steal(1, 0, PRI_IDLE, 0) == u, "cache-hot: descheduled 2 ms ago, delay 1 ms -> stolen");
+    /* cachehot_rule (spec section 17): descheduled 5 ms ago but woken 0.5 ms ago -> hot only for state_entry */
+    u->processor = 1; runq_insert(u);
+    u->last_sched_time = u->last_run_time = S.now - 5 * MS; u->state_entry_time = S.now - 500 * US;
+    S.cachehot_rule = CH_STATE_ENTRY;
+    ST_CHECK(runq_steal(1, 0, PRI_IDLE, 0) == NULL, "cache-hot state_entry: woken 0.5 ms ago -> not stolen");
+    S.cachehot_rule = CH_RUN_TIME;
+    ST_CHECK(runq_steal(1, 0, PRI_IDLE, 0) == u, "cache-hot run_time: switched out 5 ms ago -> stolen");
+    S.cachehot_rule = CH_SCHED_TIME;
+    /* 4.0 burn_credits: nearest credit, no residual: 250 us -> 3 credits, start_time 50 us ahead */
+    S.ver = 400; memset(&b, 0, sizeof b); burn_credits(&b, 250000);
+    ST_CHECK(b.credit == -3 && b.start_time == 300000 && b.residual == 0, "burn_credits 4.0: 250 us = 3 credits (rounded), start_time 300 us");
+    S.ver = 417;
     PC(1)->curr = PC(1)->idle;
     u->processor = 1; runq_insert(u); u->last_sched_time = 0;
     ST_CHECK(runq_steal(1, 0, PRI_IDLE, 0) == NULL, "steal: never from a pCPU whose current vCPU is idle");

@@ -224,11 +224,12 @@ static void load_scenario(const jval_t *sc) {
 
     const jval_t *x = json_get(sc, "xen");
     static const char *const xk[] = { "version", "tslice_ms", "ratelimit_us", "migration_delay_us", "yield", "pick", "push", "push_period_ms",
-                                      "ipi_latency_us", "ctxsw_us", "tickle_one_idle", "timer_slop_us", NULL };
+                                      "ipi_latency_us", "ctxsw_us", "tickle_one_idle", "timer_slop_us", "cachehot_rule",
+                                      "switch_cost_us", "yield_cost_us", NULL };
     check_keys(x, "xen", xk);
     const char *ver = str(x, "version", "xen", "4.17");
     int maj = 0, min = 0;
-    if (sscanf(ver, "%d.%d", &maj, &min) != 2 || maj != 4 || min < 1 || min > 20) die("field 'xen.version' must look like \"4.6\" or \"4.17\" (4.1 .. 4.20), got '%s'", ver);
+    if (sscanf(ver, "%d.%d", &maj, &min) != 2 || maj != 4 || min < 0 || min > 20) die("field 'xen.version' must look like \"4.6\" or \"4.17\" (4.0 .. 4.20), got '%s'", ver);
     S.ver = maj * 100 + min;
     int tslice_ms = (int)num(x, "tslice_ms", "xen", 30, 1, 1000);
     S.tslice = tslice_ms * MS;
@@ -240,6 +241,12 @@ static void load_scenario(const jval_t *sc) {
     S.ratelimit = (ns_t)(rl * US); if (S.ratelimit > S.tslice) S.ratelimit = S.tslice;
     if (S.ver < 402) S.ratelimit = 0;
     S.migr_delay = (ns_t)(num(x, "migration_delay_us", "xen", 0, 0, 100000) * US);
+    /* cache-hot stamp (spec section 17): the version implies sched_time (4.13+) or run_time (4.0-4.12) */
+    const char *ch = str(x, "cachehot_rule", "xen", S.ver >= 413 ? "sched_time" : "run_time");
+    if (!strcmp(ch, "sched_time")) S.cachehot_rule = CH_SCHED_TIME;
+    else if (!strcmp(ch, "run_time")) S.cachehot_rule = CH_RUN_TIME;
+    else if (!strcmp(ch, "state_entry")) S.cachehot_rule = CH_STATE_ENTRY;
+    else die("field 'xen.cachehot_rule' must be \"sched_time\", \"run_time\" or \"state_entry\", got '%s'", ch);
     const char *y = str(x, "yield", "xen", S.ver >= 401 ? "credit1" : "noop");
     if (!strcmp(y, "noop")) S.yield_noop = 1; else if (!strcmp(y, "credit1")) S.yield_noop = 0;
     else die("field 'xen.yield' must be \"credit1\" or \"noop\", got '%s'", y);
@@ -248,7 +255,9 @@ static void load_scenario(const jval_t *sc) {
     S.push_period = (ns_t)(num(x, "push_period_ms", "xen", tslice_ms, 1, 10000) * MS);
     S.ipi_ns = (ns_t)(num(x, "ipi_latency_us", "xen", 2, 0, 1000) * US);
     S.ctxsw_ns = (ns_t)(num(x, "ctxsw_us", "xen", 1, 0, 1000) * US);
-    S.tickle_one_idle = boolean(x, "tickle_one_idle", "xen", 1);
+    S.tickle_one_idle = boolean(x, "tickle_one_idle", "xen", S.ver >= 401);   /* 4.0 tickled every idler (spec section 17) */
+    S.sched_cost = (ns_t)(num(x, "switch_cost_us", "xen", 0, 0, 1000) * US);   /* spec section 17 */
+    S.yield_cost = (ns_t)(num(x, "yield_cost_us", "xen", 0, 0, 1000) * US);
     S.timer_slop = (ns_t)(num(x, "timer_slop_us", "xen", 0, 0, 10000) * US);
     rng_seed(&S.trng, S.seed ^ 0x5bd1e9955bd1e995ULL);
 
@@ -285,10 +294,12 @@ static void load_scenario(const jval_t *sc) {
         nv += (int)num(ds->items[i], "vcpus", p, 1, 1, 512);
     }
     S.nvcpu = nv; S.vcpus = calloc(nv, sizeof(vcpu_t *));
+    S.netback = -1;
     int vi = 0;
     static const char *const dk[] = { "name", "vcpus", "weight", "cap", "hard_affinity", "soft_affinity", "vcpu_hard_affinity", "home_node", "workload", NULL };
     static const char *const wk[] = { "kind", "compute_us", "lock", "io", "mem_frac", "job_work_s", "one_way_us", "link_mbps", "seg_bytes",
-                                      "wire_overhead_bytes", "window_bytes", "proc_us", "client_us", NULL };
+                                      "wire_overhead_bytes", "window_bytes", "proc_us", "client_us",
+                                      "idle_tick_ms", "idle_tick_vcpus", "idle_tick_work_us", "rx_us", "rx_per_kb_us", "tx_us", NULL };
     static const char *const lk[] = { "type", "p", "hold_us", "nlocks", "spin_threshold_us", NULL };
     static const char *const ik[] = { "p", "latency_us", NULL };
     for (int i = 0; i < ds->n; i++) {
@@ -316,10 +327,32 @@ static void load_scenario(const jval_t *sc) {
         else if (!strcmp(kind, "loop")) d->wkind = W_LOOP;
         else if (!strcmp(kind, "net_stream")) d->wkind = W_NET_STREAM;
         else if (!strcmp(kind, "net_rr")) d->wkind = W_NET_RR;
-        else die("field '%s.kind' must be one of idle, cpu, loop, net_stream, net_rr (got '%s')", wp, kind);
+        else if (!strcmp(kind, "netback")) d->wkind = W_NETBACK;
+        else die("field '%s.kind' must be one of idle, cpu, loop, net_stream, net_rr, netback (got '%s')", wp, kind);
+        /* dom0's netback (spec section 17.6): with a kind-netback domain, every packet into or out of a network
+         * guest costs that domain's vCPU rx_us + rx_per_kb_us per KB (in) or tx_us (out) before it moves on */
+        if (d->wkind == W_NETBACK) {
+            if (S.netback >= 0) die("field '%s.kind': only one domain may be of kind netback (domains[%d] is already)", wp, S.netback);
+            if (d->nv != 1) die("field '%s.vcpus' must be 1 for kind netback", p);
+            S.netback = i;
+            d->nb_rx = dist(w, "rx_us", wp, 0);
+            d->nb_rx_per_kb = num(w, "rx_per_kb_us", wp, 0, 0, 1e6);
+            d->nb_tx = dist(w, "tx_us", wp, 0);
+        } else {
+            static const char *const nbk[] = { "rx_us", "rx_per_kb_us", "tx_us", NULL };
+            for (int k = 0; nbk[k]; k++)
+                if (json_get(w, nbk[k])) die("field '%s.%s' applies to kind netback only (got kind '%s')", wp, nbk[k], kind);
+        }
         d->compute = dist(w, "compute_us", wp, 100);
         d->mem_frac = num(w, "mem_frac", wp, 0, 0, 1);
         d->job_work = (ns_t)(num(w, "job_work_s", wp, 0, 0, 1e6) * SEC);
+        /* timer interrupts of an idle guest (spec section 17): every idle_tick_ms the first idle_tick_vcpus vCPUs
+         * are woken by their virtual timer, run idle_tick_work_us and block again */
+        d->idle_tick = (ns_t)(num(w, "idle_tick_ms", wp, 0, 0, 10000) * MS);
+        if (d->idle_tick > 0 && d->wkind != W_IDLE) die("field '%s.idle_tick_ms' applies to kind idle only (got kind '%s')", wp, kind);
+        if (d->idle_tick > 0 && d->idle_tick < 100 * US) die("field '%s.idle_tick_ms' must be 0 (off) or >= 0.1", wp);
+        d->idle_tick_vcpus = (int)num(w, "idle_tick_vcpus", wp, d->nv, 1, d->nv);
+        d->idle_tick_work = (ns_t)(num(w, "idle_tick_work_us", wp, 5, 0.001, 10000) * US);
         const jval_t *l = json_get(w, "lock");
         char lp[128]; snprintf(lp, sizeof lp, "%s.lock", wp);
         check_keys(l, lp, lk);

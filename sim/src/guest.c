@@ -8,7 +8,7 @@
 #include <string.h>
 
 static inline dom_t *D(const vcpu_t *v) { return &S.doms[v->dom]; }
-static inline int computing(int g) { return g == G_COMPUTE || g == G_HOLD || g == G_NETPROC; }
+static inline int computing(int g) { return g == G_COMPUTE || g == G_HOLD || g == G_NETPROC || g == G_NBPROC; }
 
 static void lock_take(vcpu_t *v, lock_t *L);
 static void start_compute(vcpu_t *v);
@@ -115,7 +115,7 @@ void guest_resume(vcpu_t *v, ns_t t0, int switched_in) {
         gtrace("GUEST_LOCK_SPIN", v, v->lock_id, 1);   /* spurious wake from poll: spin again */
         arm(v); return;
     }
-    case G_IOWAIT: case G_NETWAIT: case G_IDLE: case G_DONE:
+    case G_IOWAIT: case G_NETWAIT: case G_NBWAIT: case G_IDLE: case G_DONE:
         /* running but nothing to do (woken before descheduled, then the wait was re-entered): block */
         v->g_running = 0; vcpu_block(v); return;
     default:
@@ -251,6 +251,7 @@ static void after_compute(vcpu_t *v) {
 }
 
 static void net_ack_and_next(vcpu_t *v);
+static void netback_done(vcpu_t *v);
 
 /* EV_GUEST: the running guest reached the end of its current segment */
 void guest_event(vcpu_t *v) {
@@ -259,6 +260,7 @@ void guest_event(vcpu_t *v) {
     switch (v->g) {
     case G_COMPUTE:
         if (d->wkind == W_CPU) { start_compute(v); return; }
+        if (d->wkind == W_IDLE) { v->g = G_IDLE; vcpu_block(v); return; }   /* tick handled: idle again */
         after_compute(v); return;
     case G_HOLD:
         lock_release(v);
@@ -281,14 +283,35 @@ void guest_event(vcpu_t *v) {
         return;
     case G_NETPROC:
         net_ack_and_next(v); return;
+    case G_NBPROC:
+        netback_done(v); return;
     default:
         return;
     }
 }
 
-/* EV_WAKE: a device (disk) completion or an initial start for vCPU v */
+/* A timer interrupt of an idle guest (spec section 17, idle_tick_ms): the vCPU's virtual timer -- a Xen timer
+ * on the vCPU's pCPU (HVM vpt, PV singleshot/periodic timer) -- fires and vcpu_unblock() wakes the blocked vCPU
+ * (BOOST if UNDER, tickling as for any wake, from the vCPU's own pCPU); the guest runs its tick handler for
+ * idle_tick_work and blocks again (HLT / SCHEDOP_block).  Periodic at nominal multiples of the period, each
+ * firing up to timer_slop late (drawn from the vCPU's own stream); a tick that finds the previous one not yet
+ * handled is merged into it. */
+static void idle_tick(vcpu_t *v) {
+    dom_t *d = D(v);
+    v->tick_due += d->idle_tick;
+    ns_t late = S.timer_slop ? (ns_t)(rng_next(&v->rng) % (uint64_t)(S.timer_slop + 1)) : 0;
+    v->w_gen++;
+    ev_push(v->tick_due + late, EV_WAKE, v->id, v->w_gen, 0);
+    if (v->g != G_IDLE) return;
+    v->g = G_COMPUTE; v->g_rem = d->idle_tick_work;
+    S.this_cpu = v->processor;
+    vcpu_unblock(v);
+}
+
+/* EV_WAKE: a device (disk) completion or an initial start for vCPU v (or an idle guest's timer tick) */
 void guest_wake_event(vcpu_t *v) {
     dom_t *d = D(v);
+    if (d->wkind == W_IDLE) { idle_tick(v); return; }
     if (v->g == G_IOWAIT) {
         /* prepare the next quantum; the guest runs it when scheduled */
         if (d->job_work > 0 && d->job_left <= 0) {
@@ -317,26 +340,75 @@ static void send_more(dom_t *d) {
     }
 }
 
-static void net_deliver(dom_t *d) {
+/* the packet is in the guest's receive ring: netfront's event channel wakes the vCPU (from `cpu`: irq_cpu, or the
+ * pCPU of dom0's netback vCPU when one is modelled) */
+static void net_deliver(dom_t *d, int cpu) {
     vcpu_t *v = S.vcpus[d->first];
     d->rxq++;
     if (v->g == G_NETWAIT) {
         v->g = G_NETPROC; v->g_rem = dist_draw(&d->proc, &v->rng);
-        S.this_cpu = d->irq_cpu;
+        S.this_cpu = cpu;
         vcpu_unblock(v);   /* event channel notification from netback */
     }
+}
+
+/* ---- dom0's netback (spec section 17.6; off unless a domain has kind netback) ----
+ * Models the dom0 side of xen-netback (Linux 3.x/4.x drivers/net/xen-netback): a packet for a guest is handled by
+ * dom0's NIC driver, bridge and xenvif_start_xmit()/the vif's rx kthread (xenvif_rx_action: grant copy into the
+ * guest's ring, then notify), a packet from the guest by the tx path (xenvif_tx_action: grant copy out of the
+ * guest, bridge, NIC driver).  Each is one FIFO work item costing the netback vCPU rx_us + rx_per_kb_us per KB
+ * (in) or tx_us (out) of CPU time; the vCPU blocks when the queue is empty and is woken (vcpu_unblock, so BOOST
+ * if UNDER) by the NIC interrupt on irq_cpu (in) or by the guest's event channel from the guest's pCPU (out). */
+enum { NB_RX, NB_TX_ACK, NB_TX_RESP };
+
+static ns_t nb_cost(dom_t *nb, vcpu_t *w, int kind, int bytes) {
+    if (kind == NB_RX) return dist_draw(&nb->nb_rx, &w->rng) + (ns_t)(nb->nb_rx_per_kb * (double)bytes / 1024.0 * 1000.0 + 0.5);
+    return dist_draw(&nb->nb_tx, &w->rng);
+}
+
+/* a packet reaches dom0's netback (from `cpu`): queue it; wake the netback vCPU if it waits for work */
+static void netback_enqueue(int di, int kind, int cpu) {
+    dom_t *nb = &S.doms[S.netback];
+    vcpu_t *w = S.vcpus[nb->first];
+    if (nb->nbq_len == nb->nbq_cap) {   /* grow ring, unrolled to linear order */
+        int nc = nb->nbq_cap ? nb->nbq_cap * 2 : 16;
+        struct nbitem *q = malloc(nc * sizeof *q);
+        if (!q) exit(3);
+        for (int i = 0; i < nb->nbq_len; i++) q[i] = nb->nbq[(nb->nbq_head + i) % nb->nbq_cap];
+        free(nb->nbq); nb->nbq = q; nb->nbq_cap = nc; nb->nbq_head = 0;
+    }
+    struct nbitem *it = &nb->nbq[(nb->nbq_head + nb->nbq_len) % nb->nbq_cap];
+    it->dom = di; it->kind = kind; it->cost = nb_cost(nb, w, kind, kind == NB_RX ? S.doms[di].seg_bytes : 0);
+    nb->nbq_len++;
+    if (w->g == G_NBWAIT) {
+        w->g = G_NBPROC; w->g_rem = it->cost;
+        S.this_cpu = cpu;
+        vcpu_unblock(w);   /* physical IRQ -> dom0 event channel (in) / guest's notify -> dom0 (out) */
+    }
+}
+
+/* the netback vCPU finished its head item: pass the packet on, then the next item or block */
+static void netback_done(vcpu_t *w) {
+    dom_t *nb = D(w);
+    struct nbitem it = nb->nbq[nb->nbq_head];
+    nb->nbq_head = (nb->nbq_head + 1) % nb->nbq_cap; nb->nbq_len--;
+    nb->ops++;
+    dom_t *d = &S.doms[it.dom];
+    if (it.kind == NB_RX) net_deliver(d, w->processor);
+    else ev_push(S.now + dist_draw(&d->one_way, &S.vcpus[d->first]->rng), EV_NET, it.dom, 0, it.kind == NB_TX_ACK ? NET_ACK : NET_RESP);
+    if (nb->nbq_len > 0) { w->g = G_NBPROC; w->g_rem = nb->nbq[nb->nbq_head].cost; w->g_running = 1; w->g_run_start = S.now; arm(w); }
+    else { w->g = G_NBWAIT; vcpu_block(w); }
 }
 
 static void net_ack_and_next(vcpu_t *v) {
     dom_t *d = D(v);
     int di = v->dom;
     d->rxq--;
-    if (d->wkind == W_NET_STREAM) {
-        d->rx_bytes += d->seg_bytes; d->ops++;
-        ev_push(S.now + dist_draw(&d->one_way, &v->rng), EV_NET, di, 0, NET_ACK);
-    } else {
-        ev_push(S.now + dist_draw(&d->one_way, &v->rng), EV_NET, di, 0, NET_RESP);
-    }
+    if (d->wkind == W_NET_STREAM) { d->rx_bytes += d->seg_bytes; d->ops++; }
+    if (S.netback >= 0)   /* the ACK / response goes out through dom0's netback first (spec section 17.6) */
+        netback_enqueue(di, d->wkind == W_NET_STREAM ? NB_TX_ACK : NB_TX_RESP, v->processor);
+    else
+        ev_push(S.now + dist_draw(&d->one_way, &v->rng), EV_NET, di, 0, d->wkind == W_NET_STREAM ? NET_ACK : NET_RESP);
     if (d->rxq > 0) { v->g = G_NETPROC; v->g_rem = dist_draw(&d->proc, &v->rng); v->g_running = 1; v->g_run_start = S.now; arm(v); }
     else { v->g = G_NETWAIT; vcpu_block(v); }
 }
@@ -345,7 +417,10 @@ void net_event(int di, int kind) {
     dom_t *d = &S.doms[di];
     S.this_cpu = d->irq_cpu;
     switch (kind) {
-    case NET_ARRIVE: net_deliver(d); break;
+    case NET_ARRIVE:   /* the packet reached the host's NIC (irq_cpu) */
+        if (S.netback >= 0) netback_enqueue(di, NB_RX, d->irq_cpu);
+        else net_deliver(d, d->irq_cpu);
+        break;
     case NET_ACK: d->inflight -= d->seg_bytes; send_more(d); break;
     case NET_RESP: {
         ns_t lat = S.now - d->rr_sent;
@@ -364,8 +439,16 @@ void guest_init(void) {
         dom_t *d = D(v);
         v->pause = VPF_BLOCKED; v->runstate = RS_BLOCKED; v->g_factor = 1.0;
         switch (d->wkind) {
-        case W_IDLE: v->g = G_IDLE; break;
+        case W_IDLE:
+            v->g = G_IDLE;
+            if (d->idle_tick > 0 && v->vidx < d->idle_tick_vcpus) {   /* first timer interrupt at a random phase */
+                v->tick_due = (ns_t)(rng_unif(&v->rng) * (double)d->idle_tick);
+                v->w_gen++;
+                ev_push(v->tick_due, EV_WAKE, v->id, v->w_gen, 0);
+            }
+            break;
         case W_NET_STREAM: case W_NET_RR: v->g = G_NETWAIT; break;
+        case W_NETBACK: v->g = G_NBWAIT; break;
         default: {
             v->g = G_IOWAIT;   /* the start is modelled as an I/O completion: draws the first quantum */
             v->w_gen++;

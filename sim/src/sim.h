@@ -32,7 +32,8 @@ enum { PRI_BOOST = 0, PRI_UNDER = -1, PRI_OVER = -2, PRI_IDLE = -64 };
 enum { RS_RUNNING, RS_RUNNABLE, RS_BLOCKED, RS_OFFLINE, RS_N };
 
 /* guest states */
-enum { G_IDLE, G_COMPUTE, G_HOLD, G_SPIN, G_POLL, G_IOWAIT, G_NETWAIT, G_NETPROC, G_DONE };
+enum { G_IDLE, G_COMPUTE, G_HOLD, G_SPIN, G_POLL, G_IOWAIT, G_NETWAIT, G_NETPROC, G_DONE,
+       G_NBWAIT, G_NBPROC };   /* kind netback (dom0's netback thread): queue empty (blocked) / processing an item */
 
 /* event types */
 enum { EV_STIMER, EV_TICK, EV_ACCT, EV_SOFTIRQ, EV_CTXDONE, EV_GUEST, EV_WAKE, EV_NET, EV_PUSH, EV_WARMUP, EV_END };
@@ -43,6 +44,8 @@ typedef struct { int kind; double mean, a, b, cv; } dist_t;   /* times in ns */
 enum { D_CONST, D_EXP, D_UNIFORM, D_LOGNORMAL };
 
 typedef struct { uint64_t s[4]; } rng_t;
+
+enum { CH_SCHED_TIME, CH_RUN_TIME, CH_STATE_ENTRY };
 
 enum { LK_NONE, LK_TAS, LK_TICKET, LK_PVTICKET, LK_SPINYIELD, LK_QYIELD };
 #define LK_FIFO(t) ((t) == LK_TICKET || (t) == LK_PVTICKET || (t) == LK_QYIELD)
@@ -74,7 +77,9 @@ typedef struct vcpu {
     ns_t spin_round_start, spin_req_t; ns_t spun_round; int lock_id; int want_lock;
     int granted;  /* ticket: lock handed to us while not running */
     int kick_pending;
-    int last_cpu; ns_t last_cpu_busy; ns_t last_desched;
+    int last_cpu; ns_t last_cpu_busy;
+    ns_t tick_due;        /* kind idle with idle_tick_ms: nominal time of the next guest timer interrupt */
+    ns_t last_run_time;   /* Xen < 4.13 struct vcpu last_run_time: set by schedule() when the vCPU is switched out */
     rng_t rng;
     /* counters */
     uint64_t n_boost, n_boost_migr, n_migr, n_yield, n_yield_changed, n_ctx, n_wakes, ops, n_kicks, n_polls;
@@ -100,8 +105,14 @@ typedef struct {
     uint64_t rx_bytes; uint64_t rr_done; ns_t rr_sent; double lat_sum;
     uint64_t ops; uint64_t n_boost, n_boost_migr; ns_t spin_ns, useful_ns, runnable_ns;
     int irq_cpu;
+    ns_t idle_tick, idle_tick_work; int idle_tick_vcpus;   /* kind idle: guest timer wakes (spec section 17) */
+    /* kind netback (spec section 17.6): dom0 CPU per packet into a guest (rx_us + rx_per_kb_us per KB) and per
+     * packet out of a guest (tx_us); a FIFO of work items processed by the domain's one vCPU */
+    dist_t nb_rx, nb_tx; double nb_rx_per_kb;
+    struct nbitem { int dom, kind; ns_t cost; } *nbq; int nbq_head, nbq_len, nbq_cap;
+    uint64_t nb_items;
 } dom_t;
-enum { W_IDLE, W_LOOP, W_CPU, W_NET_STREAM, W_NET_RR };
+enum { W_IDLE, W_LOOP, W_CPU, W_NET_STREAM, W_NET_RR, W_NETBACK };
 
 typedef struct {
     vcpu_t rq;          /* sentinel of the runq */
@@ -123,6 +134,9 @@ typedef struct {
     int yield_noop, pick, push; ns_t push_period;
     ns_t ipi_ns, ctxsw_ns, timer_slop; rng_t trng;
     int tickle_one_idle;
+    int netback;           /* index of the kind-netback domain (dom0's netback, spec section 17.6), -1 = none */
+    int cachehot_rule;     /* CH_*: which stamp __csched_vcpu_is_cache_hot() compares (docs/credit1-model.md section 17) */
+    ns_t sched_cost, yield_cost;   /* switch_cost_us, yield_cost_us (section 17); 0 = free */
     /* cache + memory */
     ns_t refill_cross, refill_socket, evict_ns; double remote_ratio, smt_speed;
     /* topology */

@@ -78,5 +78,33 @@ for v in ctx.study["variants"]:
     macros[f"collapse/{v}"] = f"{mean(v, 'alone', 'throughput_mbps') / mean(v, 'corun', 'throughput_mbps'):.1f}"
 macros
 
+# %% [markdown]
+# On real Xen (qemu, `sched_trace`), Xen's own trace counted every scheduler
+# event in each run's measurement window: per run, the mean count per variant
+# and mode, by domain (`io`, `cpu`) and in total. The bug's chain leaves a
+# mark the fix cannot: the CPU-bound vCPU never sleeps, so it is BOOSTed only
+# when the kick-away's migration re-wakes it.
+
+# %%
+recs = list((runs.attrs.get("records") or {}).values())
+traced = [r for r in recs if (r.get("counters") or {}).get("sched_events")]
+if traced:
+    import pandas as pd
+    from IPython.display import display
+
+    rows = []
+    for r in traced:
+        se = r["counters"]["sched_events"]
+        row = {"variant": r["variant"], "mode": r["point"]["mode"], "migrations": se.get("migrations", 0)}
+        row.update({f"all-{k}": v for k, v in se["total"].items()})
+        for vm, counts in (se.get("by_vm") or {}).items():
+            row.update({f"{vm}-{k}": v for k, v in counts.items()})
+        rows.append(row)
+    xen_events = pd.DataFrame(rows).fillna(0).groupby(["variant", "mode"]).mean()
+    for (v, mode), row in xen_events.iterrows():
+        for k, val in row.items():
+            macros[f"xen/{v}/{mode}/{k}"] = f"{val:.0f}"
+    display(xen_events.T)
+
 # %%
 ctx.finish(macros);

@@ -128,6 +128,12 @@ def test_s1_corun_end_to_end(testbed, s1):
     assert r.metrics["latency_us"] > 0
     assert r.counters["xen_scheduler"] == "credit"
     assert "cpu" in r.counters["domains"] and "io" in r.counters["domains"]
+    # the study's time mode and Xen's own trace are in the record, with dom0's CPU time
+    assert r.counters["qemu"]["icount_shift"] == s1["testbeds"]["qemu"]["options"].get("icount_shift")
+    assert r.counters["dom0_cpu_seconds"] > 0
+    if s1["testbeds"]["qemu"]["options"].get("sched_trace"):
+        ev = r.counters["sched_events"]
+        assert ev["lost_records"] == 0 and ev["by_vm"]["io"]["wake"] > 0
 
 
 @needs_qemu

@@ -106,7 +106,7 @@ TESTBED_NOTES = {
         r"development machine's load; with QEMU's instruction counting (icount, shift $N$) every guest "
         r"instruction advances one virtual clock by $2^N$\,ns, so guest time no longer depends on the host, "
         r"but all emulated pCPUs share that clock and two busy pCPUs each run at half the speed of one "
-        r"(used only where every variant keeps the same number of pCPUs busy). Either way absolute "
+        r"(each study's entry below says why its mode suits its comparisons). Either way absolute "
         r"numbers (Mbit/s, lock operations per second, benchmark seconds) are not those of a "
         r"machine and only the directions and relative sizes of differences carry over. Each run records "
         r"the development machine's load average (later runs also the CPU time its own hypervisor stole); "
@@ -164,17 +164,20 @@ def statistics_text(tests: set[str]) -> str:
     return "".join(text)
 
 
-def _time_mode_text(options: dict | None) -> str:
-    """The qemu study's guest-time source (its testbed options; part of the run definition)."""
+def _time_mode_text(options: dict | None, why: str | None = None) -> str:
+    """The qemu study's guest-time source (its testbed options; part of the run definition)
+    and why it suits the study (the study file's time_mode_why)."""
     if options is None:
         return ""
     shift = options.get("icount_shift")
     if shift is None:
-        return " Guest time: multi-threaded TCG (follows the development machine's speed)."
-    return (
-        rf" Guest time: QEMU icount, shift {int(shift)} ({2 ** int(shift)}\,ns per guest instruction, "
-        "independent of the development machine's load)."
-    )
+        text = " Guest time: multi-threaded TCG (follows the development machine's speed)."
+    else:
+        text = (
+            rf" Guest time: QEMU icount, shift {int(shift)} ({2 ** int(shift)}\,ns per guest instruction, "
+            "independent of the development machine's load)."
+        )
+    return text + (f" Why this mode: {esc(why.strip())}" if why else "")
 
 
 def _machine_text(m: dict, n_runs: int) -> str:
@@ -300,7 +303,9 @@ def generate(
                     )
                     + "."
                 )
-                + _time_mode_text(ts["options"] if tb == "qemu" else None)
+                + _time_mode_text(
+                    ts["options"] if tb == "qemu" else None, (st["testbeds"].get(tb) or {}).get("time_mode_why")
+                )
                 + _machine_text(prov["machine"], prov["n_runs"])
             )
         lines.append(r"\end{itemize}\endgroup")

@@ -33,6 +33,7 @@ from schedlab.testbeds.qemu_host import (  # noqa: F401
     HOST_TICKS,
     _die_with_parent,
     _free_port,
+    accel_argv,
     host_cpu_ticks,
     loopback_host,
     numa_argv,
@@ -317,9 +318,14 @@ class QemuTestbed(Testbed):
             if self._domains is None or self._domains.host is not vm.host:
                 self._domains = Domains(vm.host)
             ticks0 = host_cpu_ticks()
+            # dom0 shares the pCPUs with the guests: its CPU time over the whole run, in every record
+            dom0_cpu0 = self._domains.cpu_times().get("Domain-0")
             res = workload(
                 vm.host, self._domains, {**cfg, **workloads.variant_options(study, variant)}, point, seed, vm.info
             )
+            dom0_cpu1 = self._domains.cpu_times().get("Domain-0")
+            if dom0_cpu0 is not None and dom0_cpu1 is not None:
+                res.counters["dom0_cpu_seconds"] = round(dom0_cpu1 - dom0_cpu0, 2)
             res.counters["boot_seconds"] = round(vm.boot_seconds or 0, 1)
             # Which boot this run used (a new run directory = a new QEMU, e.g. after a crash).
             res.counters["boot"] = {"run_dir": vm.workdir.name, "runs_in_boot": vm.runs + 1}
@@ -342,6 +348,7 @@ class QemuTestbed(Testbed):
             res.counters["qemu"] = {
                 k: cfg[k] for k in ("accel", "icount_shift", "cpu", "smp", "memory_mb", "numa_nodes", "xen_build")
             }
+            res.counters["qemu"]["accel"] = accel_argv(cfg)[1]  # what QEMU ran: icount forces one TCG thread
             res.counters["host_loadavg"] = os.getloadavg()  # this machine's load: TCG speed depends on it
             ticks1 = host_cpu_ticks()
             if ticks0 and len(ticks1) == len(ticks0):

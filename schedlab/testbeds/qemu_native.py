@@ -49,7 +49,15 @@ from schedlab.core.testbed import RunFailed, RunResult
 from schedlab.host import Host, HostError, HostTimeout
 from schedlab.packs.base import Context, PackError, gather_facts
 from schedlab.targets import TargetError
-from schedlab.testbeds.qemu_host import DEFAULTS, loopback_host, overlay, qemu_argv, stop_process_group
+from schedlab.testbeds.qemu_host import (
+    DEFAULTS,
+    HOST_TICKS,
+    host_cpu_ticks,
+    loopback_host,
+    overlay,
+    qemu_argv,
+    stop_process_group,
+)
 
 BASE_CMDLINE = f"root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 init={ni.INIT_IN_IMAGE}"
 PREPARE_TIMEOUT_S = 1200
@@ -77,6 +85,15 @@ def _free_port() -> int:
 
 def cmdline_for(extra: str = "") -> str:
     return f"{BASE_CMDLINE} {extra}".strip()
+
+
+def machine(cfg: dict) -> dict:
+    """The QEMU options that define a native boot (part of the run definition and of each
+    record); icount_shift only when set, so multi-threaded boots keep their definitions."""
+    m = {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb")}
+    if cfg.get("icount_shift") is not None:
+        m["icount_shift"] = cfg["icount_shift"]
+    return m
 
 
 class NativeVM:
@@ -447,7 +464,7 @@ class NativeRunner:
             "kernel": k.meta["bzimage_sha256"] if k else f"unbuilt:{config}",
             "image": self.image().build_id(),
             "cmdline": cmdline_for(extra),
-            "qemu": {x: cfg[x] for x in ("accel", "cpu", "smp", "memory_mb")},
+            "qemu": machine(cfg),
         }
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -456,7 +473,7 @@ class NativeRunner:
         key = (
             kernel.meta["bzimage_sha256"],
             cmdline,
-            json.dumps({k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb")}, sort_keys=True),
+            json.dumps(machine(cfg), sort_keys=True),
         )
         if self._vm is not None and self._vm_key == key and self._vm.alive():
             return self._vm
@@ -590,9 +607,9 @@ class NativeRunner:
             ctx = prep["ctx"]
             pt = {**ctx.params, pack.sweep: threads} if pack.sweep else dict(ctx.params)
             self._target.deadline = time.monotonic() + float(cfg["run_timeout_s"])
-            t0 = time.monotonic()
+            t0, ticks0 = time.monotonic(), host_cpu_ticks()
             output = pack.run_once(ctx, pt, seed, run_id)
-            wall = time.monotonic() - t0
+            wall, ticks1 = time.monotonic() - t0, host_cpu_ticks()
             values = pack.check_metrics(pack.parse(output, run_id), output, run_id)
             prep["used"] += 1
         except (HostError, PackError, TargetError, RunFailed, ValueError, KeyError) as e:
@@ -632,8 +649,14 @@ class NativeRunner:
             "paravirt_spinlocks": vm.info.get("paravirt_spinlocks"),
             "guest_cpu_hypervisor_flag": vm.info.get("cpu_hypervisor_flag"),
             "native_image": self.image().build_id(),
-            "qemu": {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb")},
+            "qemu": machine(cfg),
             "host_loadavg": os.getloadavg(),
+            # this machine's CPU ticks over the run (steal: a neighbour of this VM slowed TCG)
+            **(
+                {"host_cpu_ticks": dict(zip(HOST_TICKS, (b - a for a, b in zip(ticks0, ticks1))))}
+                if ticks0 and len(ticks1) == len(ticks0)
+                else {}
+            ),
         }
         return RunResult(metrics={metric: values[PACK_METRIC[bench]]}, counters=counters)
 

@@ -105,6 +105,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--paper-dir", default="paper")
     t.add_argument("--data-dir", default="data")
     t.add_argument("--json", action="store_true")
+
+    vs = sub.add_parser("validate-sim", help="the simulator against real credit1 (qemu records): docs/validation.md")
+    vs.add_argument("--scenario", help="one scenario of config/validation.yaml (default: all)")
+    vs.add_argument("--out", default="paper/generated/validation", help="folder for table.csv, table.tex, ...")
     return p
 
 
@@ -293,3 +297,9 @@ def cmd_trace(args) -> int:
     if args.cell and "," in args.cell and "/" not in args.cell and not re.fullmatch(r"[0-9]+,[0-9]+", args.cell):
         raise config.ConfigError(f"cell {args.cell!r}: expected a cell id or ROW,COL (two numbers)")
     return trace(args.table, args.cell, Path(args.paper_dir), Path(args.data_dir), as_json=args.json)
+
+
+def cmd_validate_sim(args) -> int:
+    from schedlab.report.validation import main
+
+    return main(args.scenario, _out_dir(args.out))

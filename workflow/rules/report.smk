@@ -206,3 +206,50 @@ rule report_items:
             for s, tb in PAIRS
             for f in ("figure.png", "table.html")
         ],
+
+
+# The simulator against real credit1 at the scheduler-event level (docs/validation.md):
+# config/validation.yaml's scenarios on the sim beside the qemu records with xentrace counts.
+rule validation:
+    input:
+        notebook="notebooks/validation.ipynb",
+        scenarios="config/validation.yaml",
+        # the shipped qemu records of the scenarios' studies (a lambda: `snakemake --lint`
+        # wants no functions beside rules)
+        records=lambda wc: [
+            p
+            for s in sorted(
+                {
+                    sc["qemu"]["study"]
+                    for sc in sl_config.load_yaml(Path("config/validation.yaml"))[0][
+                        "scenarios"
+                    ]
+                }
+            )
+            for p in shipped_records(s, "qemu")
+        ],
+        sim="sim/build/credit1sim",
+        code=REPORT_CODE + ["schedlab/testbeds/sim.py"],
+    output:
+        table="paper/generated/validation/table.tex",
+        table_full="paper/generated/validation/table-full.tex",
+        csv="paper/generated/validation/table.csv",
+        cells="paper/generated/validation/cells.json",
+        macros="paper/generated/validation/macros.tex",
+        figure="paper/generated/validation/figure.pdf",
+        figure_png="paper/generated/validation/figure.png",
+        executed=f"{DATA}/derived/notebooks/validation.ipynb",
+    log:
+        f"{DATA}/logs/notebooks/validation.log",
+    benchmark:
+        f"{DATA}/benchmarks/notebooks/validation.tsv"
+    conda:
+        "../../environment.yml"
+    params:
+        # the data dir, from the executed notebook's path: DATA/derived/notebooks/validation.ipynb
+        data=lambda wc, output: str(Path(output.executed).parents[2]),
+        out_dir=lambda wc, output: str(Path(output.table).parent),
+    shell:
+        "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
+        "-p config_file {input.scenarios} -p data_dir {params.data} -p out_dir {params.out_dir}; "
+        "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"

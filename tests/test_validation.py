@@ -1,0 +1,323 @@
+"""`schedlab validate-sim` (schedlab/report/validation.py, config/validation.yaml): the file's
+checks, the rate / ratio / band logic on synthetic counts, and one small sim scenario end to end."""
+
+from __future__ import annotations
+
+import copy
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from schedlab import config
+from schedlab.report import validation as V
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _doc() -> dict:
+    return yaml.safe_load((ROOT / "config" / "validation.yaml").read_text())
+
+
+def _write(tmp_path, doc) -> Path:
+    p = tmp_path / "validation.yaml"
+    p.write_text(yaml.safe_dump(doc) if not isinstance(doc, str) else doc)
+    return p
+
+
+def test_the_shipped_file_loads():
+    cfg = V.load()
+    names = [s["name"] for s in cfg["scenarios"]]
+    assert names[:2] == ["s0-yield-spinners", "s1-hog-vs-io"]
+    assert cfg["band"]["ratio"] == (0.5, 2.0) and cfg["band"]["share_pp"] == 10
+    assert math.isclose(cfg["period_s"], 0.030)
+    s0 = cfg["scenarios"][0]
+    assert ("base", {"vms": 2}) in V.cases(s0) and len(V.cases(s0)) == 6
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda d: d.pop("band"), "field band: missing"),
+        (lambda d: d["band"].update(ratio=[2, 0.5]), "field band.ratio"),
+        (lambda d: d.update(seeds=[1]), "field seeds"),
+        (lambda d: d["scenarios"][0].update(rates=["yields/switch"]), "field scenarios[0].rates[0]: unknown event"),
+        (lambda d: d["scenarios"][0].update(rates=["switch"]), "field scenarios[0].rates[0]"),
+        (lambda d: d["scenarios"][0]["qemu"].update(variants=["nope"]), "field scenarios[0].qemu.variants"),
+        (lambda d: d["scenarios"][0]["qemu"].update(study="s9"), "field scenarios[0].qemu.study"),
+        (lambda d: d["scenarios"][0]["qemu"].update(points=[{"vm": 1}]), "field scenarios[0].qemu.points[0]"),
+        (lambda d: d["scenarios"][1].update(rates=["switch/period"]), "field scenarios[1].rates: per-period"),
+        (lambda d: d["scenarios"][1]["sim"].update(study="s0"), "field scenarios[1].sim.study"),
+        (lambda d: d["scenarios"][0].update(nmae="x"), "field scenarios[0].nmae: unknown field"),
+        (lambda d: d["scenarios"][1].update(name=d["scenarios"][0]["name"]), "duplicate scenario name"),
+        (lambda d: d["scenarios"][0]["known"].update({"pick/wake": "x"}), "field scenarios[0].known.pick/wake"),
+    ],
+)
+def test_bad_input_names_file_and_field(tmp_path, edit, field):
+    doc = _doc()
+    edit(doc)
+    with pytest.raises(V.ValidationError) as e:
+        V.load(_write(tmp_path, doc))
+    msg = str(e.value)
+    assert "validation.yaml" in msg and field in msg and "\n" not in msg
+
+
+def test_bad_yaml_and_missing_file(tmp_path):
+    with pytest.raises(V.ValidationError, match=r"validation.yaml: line [0-9]+ not valid YAML"):
+        V.load(_write(tmp_path, "band: [\n"))
+    with pytest.raises(V.ValidationError, match="nothere.yaml"):
+        V.load(tmp_path / "nothere.yaml")
+
+
+def test_cli_bad_file_is_one_line_and_nonzero(tmp_path):
+    doc = _doc()
+    doc["scenarios"][0]["rates"] = ["boost/wakes"]
+    bad = _write(tmp_path, doc)
+    code = (
+        "import sys; from schedlab.report import validation as V; from schedlab.commands import main;"
+        f"V.DEFAULT_PATH = {str(bad)!r}; sys.exit(main(['validate-sim', '--out', {str(tmp_path / 'o')!r}]))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert "field scenarios[0].rates[0]: unknown event 'wakes'" in p.stderr
+
+
+def test_cli_unknown_scenario(tmp_path):
+    p = subprocess.run(
+        [sys.executable, "-m", "schedlab", "validate-sim", "--scenario", "nope", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert p.returncode == 2 and "no scenario 'nope'" in p.stderr and "Traceback" not in p.stderr
+
+
+# ---------------------------------------------------------------- synthetic counts
+
+
+def _counts(**ev) -> dict:
+    e = dict.fromkeys(V.EVENTS, 0)
+    e.update(ev)
+    return {"events": e, "cpu_s": {}, "guest_s": ev.pop("guest_s", None)}
+
+
+def test_rate_per_event_and_per_period():
+    c = _counts(boost=30, wake=60, switch=100)
+    c["guest_s"] = 3.0  # 100 periods of 30 ms
+    assert V.rate(c, "boost", "wake", 0.03) == 0.5
+    assert math.isclose(V.rate(c, "switch", "period", 0.03), 1.0)
+    assert math.isnan(V.rate(c, "boost", "steal", 0.03))  # no steals: undefined, not 0 or inf
+    c["guest_s"] = None
+    assert math.isnan(V.rate(c, "switch", "period", 0.03))
+
+
+def test_qemu_counts_take_out_dom0_and_idle_guests():
+    sc = {"domains": {"lock1": "vm0", "lock2": "vm1"}, "qemu": {"guest_time": "lockmod_elapsed"}}
+    rec = {
+        "counters": {
+            "sched_events": {
+                "by_vm": {"lock1": {"wake": 10, "boost": 4, "yield": 7}, "lock2": {"wake": 20, "boost": 6}},
+                "total": {"wake": 130, "boost": 50, "switch": 500, "tickle": 140, "ratelimit": 2, "yield": 7},
+                "migrations": 9,
+            },
+            "cpu_seconds": {"Domain-0": 5.0, "lock1": 30.0, "lock2": 10.0, "lock3": 1.0},
+            "per_vm": {"lock1": {"elapsed_ns": 2e9}, "lock2": {"elapsed_ns": 3e9}},
+        }
+    }
+    c = V.qemu_counts(rec, sc)
+    # 100 wakes of other domains: 2 switches and 1 tickle each come off the totals
+    assert c["events"]["wake"] == 30 and c["events"]["boost"] == 10 and c["events"]["yield"] == 7
+    assert c["events"]["switch"] == 300 and c["events"]["tickle"] == 40 and c["events"]["migration"] == 9
+    assert c["cpu_s"] == {"vm0": 30.0, "vm1": 10.0} and c["guest_s"] == 3.0
+    assert V.shares(c, ["vm0", "vm1"]) == {"vm0": 75.0, "vm1": 25.0}
+    assert V.qemu_counts({"counters": {}}, sc) is None
+
+
+def test_ratio_interval_and_band():
+    conf = 95.0
+    r, lo, hi = V.ratio_interval([2.0, 2.2, 1.8], [1.0, 1.1, 0.9], conf)
+    assert math.isclose(r, 2.0) and lo < 2.0 < hi
+    assert V.verdict_ratio(r, lo, hi, (0.5, 2.0)) == V.AGREE  # the interval reaches into the band
+    r, lo, hi = V.ratio_interval([5.0, 5.1, 4.9], [1.0, 1.01, 0.99], conf)
+    assert lo > 2.0 and V.verdict_ratio(r, lo, hi, (0.5, 2.0)) == V.MISS
+    assert V.ratio_interval([0.0, 0.0], [0.0, 0.0], conf) == (1.0, 1.0, 1.0)  # nothing on either side
+    assert V.ratio_interval([0.0, 0.0], [1.0, 2.0], conf) == (0.0, 0.0, 0.0)
+    assert V.verdict_ratio(0.0, 0.0, 0.0, (0.5, 2.0)) == V.MISS
+    r, lo, hi = V.ratio_interval([1.5, 1.6], [1.0], conf)  # one qemu run: point ratio only
+    assert math.isclose(r, 1.55) and math.isnan(lo) and V.verdict_ratio(r, lo, hi, (0.5, 2.0)) == V.AGREE
+    d, lo, hi = V.diff_interval([50.0, 52.0, 48.0], [30.0, 31.0, 29.0], conf)
+    assert math.isclose(d, 20.0) and V.verdict_share(d, lo, hi, 10.0) == V.MISS
+    d, lo, hi = V.diff_interval([50.0, 52.0, 48.0], [45.0, 44.0, 46.0], conf)
+    assert V.verdict_share(d, lo, hi, 10.0) == V.AGREE
+    m, sd, lo, hi, n = V.t_interval([1.0, 2.0, float("nan"), 3.0], conf)
+    assert n == 3 and m == 2.0 and math.isclose(hi - m, 4.302653 * 1 / math.sqrt(3), rel_tol=1e-5)
+
+
+def test_compare_rows_reasons_and_not_measured():
+    cfg = V.load()
+    sc = copy.deepcopy(cfg["scenarios"][0])
+    sc["qemu"]["points"] = [{"vms": 2}]
+    sc["qemu"]["variants"] = ["base"]
+    sc["rates"] = ["steal/switch", "yield/switch", "switch/period"]
+
+    def run(steal, yld, sw, g, a, b):
+        c = _counts(steal=steal, switch=sw, **{"yield": yld})
+        c["guest_s"], c["cpu_s"] = g, {"vm0": a, "vm1": b}
+        return c
+
+    q = {("base", "vms-2"): {"counts": [run(100, 200, 1000, 30.0, 50, 50), run(110, 190, 1000, 30.0, 52, 48),
+                                        run(105, 195, 1000, 30.0, 49, 51)],
+                             "runs": ["r0", "r1", "r2"], "without_events": 0, "warmups": 0}}  # fmt: skip
+    s = {("base", "vms-2"): {"counts": [run(10, 210, 990, 30.0, 50, 50), run(11, 205, 1010, 30.0, 51, 49),
+                                        run(12, 200, 1000, 30.0, 50, 50)]}}  # fmt: skip
+    df = V.compare(sc, q, s, cfg)
+    got = {r.quantity: r for r in df.itertuples()}
+    assert got["steal/switch"].verdict == V.MISS and got["steal/switch"].reason.startswith("dom0 not modelled")
+    assert got["yield/switch"].verdict == V.AGREE and got["yield/switch"].reason == ""
+    assert got["switch/period"].verdict == V.AGREE
+    assert got["share vm0"].verdict == V.AGREE and got["share vm0"].qemu_runs == ["r0", "r1", "r2"]
+    # the same rate far above qemu: the dom0 reason (sim below qemu only) does not apply
+    s[("base", "vms-2")]["counts"] = [run(k, 210, 1000, 30.0, 50, 50) for k in (900, 950, 920)]
+    df = V.compare(sc, q, s, cfg)
+    assert df.set_index("quantity").loc["steal/switch", "reason"] == "unexplained"
+    # no qemu records: every row says so, none is a miss
+    q = {("base", "vms-2"): {"counts": [], "runs": [], "without_events": 0, "warmups": 1}}
+    df = V.compare(sc, q, s, cfg)
+    assert set(df["verdict"]) == {V.NOT_MEASURED}
+    assert "no measured run yet; 1 warm-up" in df["reason"].iloc[0]
+    lines = V.summary(df)
+    assert lines == [f"{sc['name']}: {V.NOT_MEASURED} (no measured run yet; 1 warm-up(s))"]
+
+
+def test_count_trace_matches_xentrace_definitions():
+    lines = [
+        '{"t_ns":10,"ev":"TRC_SCHED_SWITCH","cpu":0,"dom":0,"vcpu":0,"pri":-1,"credit":0,"a":-1,"b":-1}',
+        '{"t_ns":20,"ev":"TRC_SCHED_SWITCH","cpu":1,"dom":0,"vcpu":0,"pri":-1,"credit":0,"a":-1,"b":-1}',
+        '{"t_ns":30,"ev":"TRC_SCHED_WAKE","cpu":1,"dom":1,"vcpu":0,"pri":-1,"credit":0,"a":0,"b":0}',
+        '{"t_ns":40,"ev":"TRC_CSCHED_BOOST_START","cpu":1,"dom":1,"vcpu":0,"pri":0,"credit":0,"a":0,"b":0}',
+        '{"t_ns":50,"ev":"GUEST_YIELD","cpu":1,"dom":0,"vcpu":0,"pri":-1,"credit":0,"a":0,"b":1}',
+        '{"t_ns":60,"ev":"TRC_SCHED_SWITCH","cpu":0,"dom":0,"vcpu":0,"pri":-1,"credit":0,"a":-1,"b":-1}',
+        '{"t_ns":70,"ev":"TRC_SCHED_SWITCH","cpu":0,"dom":-1,"vcpu":-1,"pri":-64,"credit":0,"a":0,"b":0}',
+    ]
+    got = V.count_trace(lines, warmup_ns=25)
+    # migrations: 0/0 moved 0->1 (before the warm-up end: not counted) and 1->0 (counted)
+    assert got["events"]["migration"] == 1 and got["events"]["switch"] == 2
+    assert got["events"]["wake"] == 1 and got["events"]["boost"] == 1 and got["events"]["yield"] == 0
+    assert got["records"] == 7
+
+
+# ---------------------------------------------------------------- a small sim scenario end to end
+
+
+def test_small_sim_scenario_end_to_end(tmp_path):
+    """S0's mirror at 2 VMs, with a build of 2000 acquisitions: deterministic per seed, the
+    counts consistent with the simulator's own counters, and the table written."""
+    cfg = V.load()
+    sc = copy.deepcopy(V.select(cfg, "s0-yield-spinners")[0])
+    sc["sim"]["workload"]["job"]["work_cpu_s"] = 2000 * 958e-6
+    sc["qemu"]["points"] = [{"vms": 2}]
+    a = V.run_sim_case(sc, "yield", {"vms": 2}, 1)
+    assert a == V.run_sim_case(sc, "yield", {"vms": 2}, 1)
+    assert a != V.run_sim_case(sc, "yield", {"vms": 2}, 2)
+    assert a["events"]["switch"] > 0 and set(a["cpu_s"]) == {"vm0", "vm1"}
+    # the simulator's own counters for the same scenario
+    from schedlab.testbeds.sim import SimTestbed, run_scenario
+
+    ((_, scen),) = SimTestbed().scenarios(V.sim_study(sc), "yield", {"vms": 2}, 1)
+    res = run_scenario(scen)
+    assert a["events"]["yield"] == res["counters"]["yields"]
+    assert a["events"]["steal"] == res["counters"]["steals"]
+    assert a["events"]["switch"] == res["counters"]["context_switches"]
+    cfg2 = dict(cfg, seeds=[1, 2])
+    q = V.qemu_side(sc, ROOT / "data", config.load_config()["seed"])
+    df = V.compare(sc, q, V.sim_side(sc, cfg2["seeds"]), cfg2)
+    assert len(df) == 2 * (len(sc["rates"]) + 2)  # base and yield: the rates and two shares
+    assert set(df["verdict"]) <= {V.AGREE, V.MISS, V.NOT_MEASURED}
+    paths = V.write_outputs(df, tmp_path, cfg2)
+    assert paths["full"].read_text().count(r"\\") >= len(df)  # every quantity
+    paper = paths["tex"].read_text()  # the paper's: one row per case (base and yield at 2 VMs)
+    assert r"\label{tab:validation}" in paper and paper.count("& vms=2 &") == 2
+    assert (tmp_path / "macros.tex").exists() and (tmp_path / "cells.json").exists()
+    import json
+
+    side = json.loads((tmp_path / "cells.json").read_text())
+    assert len(side["cells"]) == len(df) and all("verdict" in c for c in side["cells"].values())
+    assert sum("paper" in c for c in side["cells"].values()) >= 2
+
+
+# ---------------------------------------------------------------- the paper's table and section
+
+
+def _row(**kw) -> dict:
+    base = dict.fromkeys(V.COLUMNS, math.nan)
+    base.update(kind="rate", reason="", qemu_runs=["r0", "r1", "r2"], qemu_n=3, sim_n=5)
+    base.update(kw)
+    return base
+
+
+def test_paper_table_is_one_row_per_case_with_marks():
+    """table.tex: one row per measured case, the ratio with its interval and a mark, the
+    cases without traced qemu runs in one line per scenario; every row id in the macros."""
+    import pandas as pd
+
+    cfg = V.load()
+    s0, s3 = cfg["scenarios"][0]["name"], "s3-migration-ping-pong"
+    rows = [
+        _row(scenario=s0, variant="base", point="vms-2", quantity="switch/period", qemu_mean=2.0, sim_mean=1.6,
+             ratio=0.8, ratio_low=0.5, ratio_high=1.3, verdict=V.AGREE),
+        _row(scenario=s0, variant="base", point="vms-2", quantity="migration/switch", qemu_mean=0.1, sim_mean=0.001,
+             ratio=0.01, ratio_low=0.002, ratio_high=0.06, verdict=V.MISS, reason="dom0 not modelled"),
+        _row(scenario=s0, variant="base", point="vms-2", quantity="yield/switch", qemu_mean=2.0, sim_mean=40.0,
+             ratio=20.0, ratio_low=3.0, ratio_high=175.0, verdict=V.MISS, reason="unexplained"),
+        _row(scenario=s0, variant="base", point="vms-2", quantity="share vm0", kind="share", qemu_mean=46.0,
+             sim_mean=50.0, diff_pp=4.0, diff_low=1.0, diff_high=6.0, verdict=V.AGREE),
+        _row(scenario=s0, variant="yield", point="vms-2", quantity="yield/switch", qemu_mean=0.0, sim_mean=0.0,
+             ratio=1.0, ratio_low=1.0, ratio_high=1.0, verdict=V.AGREE),
+        _row(scenario=s3, variant="d0", point="vms-2", quantity="boost/wake", qemu_n=0, qemu_runs=[], sim_mean=0.3,
+             verdict=V.NOT_MEASURED, reason=f"{V.NOT_MEASURED} (3 measured run(s) without sched_events)"),
+        _row(scenario=s3, variant="d1000", point="vms-2", quantity="boost/wake", qemu_n=0, qemu_runs=[],
+             sim_mean=0.3, verdict=V.NOT_MEASURED, reason=f"{V.NOT_MEASURED} (3 measured run(s) without sched_events)"),
+    ]  # fmt: skip
+    df = pd.DataFrame(rows, columns=V.COLUMNS)
+    tex, cells = V.paper_table(df, cfg)
+    body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0]
+    lines = [ln for ln in body.splitlines() if ln.endswith(r"\\")]
+    assert len(lines) == 3  # base, yield, and one line for S3
+    base = lines[0]
+    assert base.startswith("S0 & base & vms=2 & 3 & ") and base.endswith(r"& 2/4 \\")
+    # the interval below the ratio, in small type
+    assert r"{@{}l@{}}0.80 $\checkmark$\\[-2pt]{\scriptsize [0.50, 1.3]}\end{tabular}" in base
+    assert r"{@{}l@{}}20 $\times$\\[-2pt]{\scriptsize [3.0, 180]}" in base  # no exponent form; unexplained: no dagger
+    assert r"$\times^{\dagger}$" in base  # the documented reason
+    assert r"{@{}l@{}}+4.0 $\checkmark$\\[-2pt]{\scriptsize [1.0, 6.0]}" in base
+    assert r"both 0 $\checkmark$" in lines[1]
+    assert lines[2].startswith(r"S3 & \multicolumn{10}{l}{not measured on qemu with Xen's trace: ")
+    assert "none of its 6 measured runs" in lines[2]
+    assert cells[f"{s0}/base/vms-2/switch-period"]["col"] == 4
+    m = V.macros(df, cfg)
+    k = f"{s0}/base/vms-2/yield-switch"
+    assert m[f"{k}/ratio"] == "20" and m[f"{k}/interval"] == "[3.0, 180]" and m[f"{k}/verdict"] == "misses"
+    assert f"{k}/miss" in m and f"{s0}/base/vms-2/switch-period/miss" not in m
+    assert m[f"{s0}/unexplained"] == "1" and m[f"{s0}/documented"] == "1"
+    assert m[f"{s0}/unexplained/list"] == "base at vms=2 (yield/switch)"
+    assert f"{s3}/unmeasured-all" in m and m["band/high"] == "2" and m["period-ms"] == "30"
+    assert f"{s0}/single-run" not in m and f"{s0}/none-miss" not in m
+    assert m[f"{s0}/vms-2/yield-switch/effect/qemu"] == "0" and f"{s0}/vms-2/yield-switch/effect/same" in m
+
+
+def test_the_validation_section_types_no_numbers():
+    """paper/sections/validation.tex: every number from the generated macros (as the study sections)."""
+    import re
+
+    from test_paper import typed_numbers
+
+    tex = (ROOT / "paper" / "sections" / "validation.tex").read_text()
+    # \IfValidation's first argument names a generated macro (row ids hold point names like vms-2)
+    tex = re.sub(r"\\IfValidation\{[^}]*\}", "", re.sub(r"\\newcommand.*", "", tex))
+    assert not typed_numbers(tex), typed_numbers(tex)
+    for key in re.findall(r"\\sv\{validation/([^}]*)\}", tex):
+        assert not key.endswith("/"), key

@@ -30,6 +30,7 @@ include: "workflow/rules/kernel.smk"
 include: "workflow/rules/lab.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/sensitivity.smk"
 include: "workflow/rules/verdicts.smk"
 include: "workflow/rules/paper.smk"
 

@@ -309,13 +309,18 @@ def check_record(path: Path, rec: dict, validator=None) -> list[str]:
     return problems
 
 
+SENSITIVITY_DIR = "sensitivity"  # raw/sensitivity/STUDY/: sim runs of the sensitivity sweep
+
+
 def _location_problems(root: Path, path: Path, rec: dict) -> list[str]:
-    """A record lives in ROOT/TESTBED/STUDY/ of its own testbed and study."""
+    """A record lives in ROOT/TESTBED/STUDY/ of its own testbed and study; the sim's
+    sensitivity sweep (docs/sensitivity.md) in ROOT/sensitivity/STUDY/."""
     where = path.parent.relative_to(root).parts
     if len(where) != 2:
         return [f"not in a raw/TESTBED/STUDY/ folder (it is in {path.parent})"]
     problems = []
-    for field, folder in (("testbed", where[0]), ("study", where[1])):
+    testbed = "sim" if where[0] == SENSITIVITY_DIR else where[0]
+    for field, folder in (("testbed", testbed), ("study", where[1])):
         if field in rec and rec[field] != folder:
             problems.append(f"field {field}: {rec[field]!r}, but the record is in raw/{where[0]}/{where[1]}/")
     return problems
@@ -342,7 +347,8 @@ def verify(data_dir: Path) -> dict[str, list[str]]:
             continue
         p = check_record(path, rec, validator) + _location_problems(root, path, rec)
         if rec.get("status") == "ok" and "run_key" in rec:
-            key = (rec["run_key"],)
+            # the sweep's shipped setting repeats the study's own sim runs, by design
+            key = (path.relative_to(root).parts[0] == SENSITIVITY_DIR, rec["run_key"])
             if key in seen:
                 p.append(f"duplicate of {seen[key]} (same run key)")
             else:

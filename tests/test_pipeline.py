@@ -36,6 +36,10 @@ def built(tmp_path_factory, sim_binary):
     for p in (work / "config" / "studies").glob("*.yaml"):
         text = re.sub(r"(?m)^runs: \d+", f"runs: {RUNS}", p.read_text())
         p.write_text(text)
+    # the sensitivity sweep at its smallest useful size: what is tested is the pipeline
+    sens = work / "config" / "sensitivity.yaml"
+    text = re.sub(r"(?m)^seeds: \d+", "seeds: 2", sens.read_text())
+    sens.write_text(re.sub(r"(?m)^joint: \{points: \d+", "joint: {points: 4", text))
     t0 = time.monotonic()
     r = smk(work, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]

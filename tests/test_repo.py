@@ -9,7 +9,7 @@ from conftest import BIN, ROOT
 
 def test_notebooks_are_committed_without_outputs():
     nbs = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    assert len(nbs) == 9  # one per study table (S2 has two), the agreement table, the two mechanism figures
+    assert len(nbs) == 11  # one per study table (S2 has two), agreement, validation, sensitivity, two mechanism figures
     for nb in nbs:
         data = json.loads(nb.read_text())
         assert all(

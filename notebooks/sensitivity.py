@@ -1,0 +1,252 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Sensitivity of the sim's conclusions to its uncalibrated workload parameters
+# For every conclusion the verdicts draw from the sim (`config/sensitivity.yaml`), its effect
+# (variant against reference, in % of the reference mean) at the shipped setting, with each
+# swept parameter at its low and its high end (one at a time) and at the joint Latin-hypercube
+# points; and whether its outcome (significant direction, or equivalence within the margin)
+# holds over the whole range. Reads the sweep's records through `data/runs/sensitivity/STUDY.json`
+# (written by `python -m schedlab.report.sensitivity run`); never runs the simulator. Writes
+# `paper/generated/sensitivity/`: a tornado chart per study, `table.tex`, `cells.json`,
+# `macros.tex`.
+
+# %% tags=["parameters"]
+config_path = "config/sensitivity.yaml"
+studies_dir = "config/studies"
+data_dir = "data"
+out_dir = "paper/generated/sensitivity"
+studies = ""        # comma-separated; empty: every study of the configuration
+
+# %%
+import hashlib
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from schedlab.core.files import atomic_write
+from schedlab.report import sensitivity as sens
+from schedlab.report.notebook import repo_root
+from schedlab.report.tables import fmt_signed, latex_table, render_tabular, write_macros, write_sidecar
+from schedlab.report.tables import latex_escape as esc
+
+sns.set_theme(style="whitegrid", context="paper")
+root = repo_root()
+sw = sens.load(root / config_path, root / studies_dir, [s for s in studies.split(",") if s] or None)
+names = list(sw.studies)
+out = root / out_dir
+out.mkdir(parents=True, exist_ok=True)
+runs, eff, rob = {}, {}, {}
+for s in names:
+    runs[s] = sens.read_runs(sw, s, root / data_dir)
+    eff[s] = sens.effects(runs[s], sw.studies[s], sw.confidence)
+    rob[s] = sens.robustness(eff[s], sw.studies[s])
+pd.concat([r.assign(study=s) for s, r in rob.items()])[
+    ["study", "conclusion", "claim", "shipped_pct", "shipped_outcome", "oat_min", "oat_max", "joint_min",
+     "joint_max", "sign_kept", "robust", "breaks"]]
+
+# %% [markdown]
+# The simulator binaries behind the records (each record's provenance): one sha256 per study
+# means every setting of that study ran on the same build.
+
+# %%
+binaries = {s: sorted(set(r["binary_sha256"])) for s, r in runs.items()}
+for s, b in binaries.items():
+    print(s, len(runs[s]), "runs;", ", ".join(x[:16] for x in b))
+
+# %% [markdown]
+# One tornado chart per study: a panel per conclusion, a row per swept parameter (largest
+# swing first): the bars run from the shipped effect (black line) to the effect with the
+# parameter at its low (blue) and high (orange) end; a cross marks an end whose outcome differs
+# from the shipped one. The last row is the joint sweep: its points (grey, a cross where the
+# outcome differs) and their range. Equivalence claims: the margin shaded. The axis is
+# symmetric-log where effects span more than ±200 %.
+
+# %%
+LOW, HIGH, JOINT = sns.color_palette()[0], sns.color_palette()[1], "0.45"
+
+
+def tornado(study):
+    plan, e = sw.studies[study], eff[study]
+    n = len(plan.conclusions)
+    ncols = min(n, 3)
+    nrows = math.ceil(n / ncols)
+    h = 0.22 * (len(plan.parameters) + 1) + 0.9
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.1 * ncols, h * nrows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax, c in zip(axes.flat, plan.conclusions):
+        ec = e[e.conclusion == c.id]
+        ship = ec[ec.kind == "shipped"].iloc[0]
+        x0, out0 = ship["effect_pct"], ship["outcome"]
+        rows = []
+        for p in plan.parameters:
+            lo = ec[(ec.param == p.path) & (ec.side == "low")].iloc[0]
+            hi = ec[(ec.param == p.path) & (ec.side == "high")].iloc[0]
+            swing = np.nanmax([abs(lo["effect_pct"] - x0), abs(hi["effect_pct"] - x0), 0])
+            rows.append((swing, p.path, lo, hi))
+        rows.sort(key=lambda r: -r[0])
+        labels = [r[1] for r in rows] + [f"joint ({int((ec.kind == 'joint').sum())} points)"]
+        y = np.arange(len(labels))[::-1]
+        for yi, (_, _, lo, hi) in zip(y, rows):
+            for r, col in ((lo, LOW), (hi, HIGH)):
+                if np.isfinite(r["effect_pct"]):
+                    ax.barh(yi, r["effect_pct"] - x0, left=x0, height=0.7, color=col, lw=0)
+                    if r["outcome"] != out0:
+                        ax.plot(r["effect_pct"], yi, "x", color="k", ms=4, mew=1)
+        j = ec[ec.kind == "joint"]
+        if len(j):
+            ax.plot([j["effect_pct"].min(), j["effect_pct"].max()], [y[-1]] * 2, color=JOINT, lw=1)
+            same = j["outcome"] == out0
+            ax.plot(j.loc[same, "effect_pct"], [y[-1]] * int(same.sum()), "o", color=JOINT, ms=2.5)
+            ax.plot(j.loc[~same, "effect_pct"], [y[-1]] * int((~same).sum()), "x", color="k", ms=4, mew=1)
+        ax.axvline(x0, color="k", lw=1)
+        ax.axvline(0, color="0.5", lw=0.6, ls="--")
+        if c.claim == "equivalent":
+            ax.axvspan(-c.margin_pct, c.margin_pct, color="0.85", zorder=0)
+        vals = ec["effect_pct"].to_numpy(float)
+        vals = vals[np.isfinite(vals)]
+        if len(vals) and np.abs(vals).max() > 200:
+            ax.set_xscale("symlog", linthresh=10)
+        ax.margins(x=0.06)
+        ax.set_yticks(y, labels, fontsize=6)
+        ax.tick_params(axis="x", labelsize=6)
+        robust = rob[study].set_index("conclusion").loc[c.id, "robust"]
+        ax.set_title(f"{c.label}\n{'robust' if robust else 'not robust'} (shipped: {out0})", fontsize=7)
+        ax.set_xlabel("effect, % of the reference", fontsize=6)
+        ax.grid(axis="y", visible=False)
+    handles = [Patch(color=LOW, label="low end"),
+               Patch(color=HIGH, label="high end"),
+               Line2D([], [], color="k", marker="x", lw=0, label="outcome differs from shipped")]
+    fig.legend(handles=handles, loc="lower center", ncols=3, fontsize=6, bbox_to_anchor=(0.5, -0.02), frameon=False)
+    fig.suptitle(f"{study.upper()}: {sw.studies[study].study['title']}", fontsize=8)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(out / f"{study}-tornado.pdf", bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None})
+    fig.savefig(out / f"{study}-tornado.png", bbox_inches="tight", dpi=150, metadata={"Software": None})
+    return fig
+
+
+for s in names:
+    tornado(s)
+    plt.show()
+
+# %% [markdown]
+# The table: per conclusion the shipped effect and outcome, the effect's range over the
+# one-at-a-time settings (the shipped one included) and over the joint points, whether the
+# outcome holds everywhere, and what changes it. With the sidecar (every cell; the runs behind
+# the shipped cells, the manifest behind the others; each setting's effect and outcome) and
+# the macros for the text.
+
+# %%
+def pct(x):
+    return fmt_signed(x, 0 if abs(x) >= 100 else 1) if np.isfinite(x) else "--"
+
+
+def span(a, b):
+    return f"{pct(a)} to {pct(b)}" if np.isfinite(a) and np.isfinite(b) else "--"
+
+
+def claim_text(c):
+    return f"equivalent ($\\pm${c.margin_pct:g}\\,\\%)" if c.claim == "equivalent" else c.claim
+
+
+rag = r">{\raggedright\arraybackslash}"
+columns = [("study", "l"), ("conclusion", rag + "p{4.2cm}"), ("claim", "l"), (r"shipped \%", "l"),
+           ("outcome", "l"), (r"one at a time, \%", "l"), (r"joint, \%", "l"), ("sign kept", "l"),
+           ("robust", "l"), ("changed by", rag + "p{4.6cm}")]
+table_rows, cells, macros, effects_side = [], {}, {}, {}
+row_i = 0
+for s in names:
+    plan = sw.studies[s]
+    for c, (_, r) in zip(plan.conclusions, rob[s].iterrows()):
+        breaks = ", ".join(esc(b) for b in r["breaks"]) or "--"
+        text = [s.upper(), esc(c.label), claim_text(c), pct(r["shipped_pct"]), esc(r["shipped_outcome"]),
+                span(r["oat_min"], r["oat_max"]), span(r["joint_min"], r["joint_max"]),
+                "yes" if r["sign_kept"] else "no", "yes" if r["robust"] else "no", breaks]
+        table_rows.append(text)
+        values = {"shipped": r["shipped_pct"], "outcome": r["shipped_outcome"], "oat": [r["oat_min"], r["oat_max"]],
+                  "joint": [r["joint_min"], r["joint_max"]], "sign_kept": bool(r["sign_kept"]),
+                  "robust": bool(r["robust"]), "breaks": r["breaks"]}
+        stats_of = {"shipped": "difference in % of the reference mean at the shipped setting",
+                    "outcome": "Welch (higher/lower) or TOST (equivalent), Holm across the study's conclusions",
+                    "oat": "min and max of the difference over the one-at-a-time settings (shipped included)",
+                    "joint": "min and max of the difference over the joint Latin-hypercube points",
+                    "sign_kept": "every setting's difference has the shipped difference's sign",
+                    "robust": "every setting gives the shipped outcome",
+                    "breaks": "the settings whose outcome differs from the shipped one"}
+        shipped_runs = eff[s].query("kind == 'shipped' and conclusion == @c.id")["runs"].iloc[0]
+        for col, key in ((3, "shipped"), (4, "outcome"), (5, "oat"), (6, "joint"), (7, "sign_kept"), (8, "robust"),
+                         (9, "breaks")):
+            # the shipped cells: their runs; the others rest on every setting's runs (the manifest's)
+            cells[f"{s}/{c.id}/{key}"] = {"row": row_i, "col": col, "text": text[col], "value": values[key],
+                                          "stat": stats_of[key],
+                                          "runs": shipped_runs if key in ("shipped", "outcome") else [],
+                                          "manifest": f"{data_dir}/runs/sensitivity/{s}.json",
+                                          "settings": int(eff[s].query("conclusion == @c.id").shape[0])}
+        m = f"{s}/{c.id}"
+        macros[f"{m}/shipped"] = pct(r["shipped_pct"])
+        macros[f"{m}/outcome"] = esc(r["shipped_outcome"])
+        macros[f"{m}/oat"] = span(r["oat_min"], r["oat_max"])
+        macros[f"{m}/joint"] = span(r["joint_min"], r["joint_max"])
+        macros[f"{m}/robust"] = "yes" if r["robust"] else "no"
+        macros[f"{m}/sign-kept"] = "yes" if r["sign_kept"] else "no"
+        macros[f"{m}/breaks"] = breaks
+        row_i += 1
+    effects_side[s] = eff[s][["setting", "conclusion", "effect_pct", "low", "high", "p_holm", "outcome"]].to_dict(
+        "records")
+    table_rows.append(None)
+all_rob = pd.concat(rob.values())
+n_runs = sum(len(r) for r in runs.values())
+data_hash = hashlib.sha256("".join(sorted(runs[s]["run_id"].str.cat(sep="\n") for s in names)).encode()).hexdigest()
+caption = (
+    r"Sensitivity of the sim's conclusions to its uncalibrated workload parameters "
+    r"(\texttt{config/sensitivity.yaml}; calibrated parameters held at their shipped values). "
+    rf"Each setting: {sw.seeds} seeds per variant and point; one at a time: each swept parameter at the "
+    rf"low and the high end of its range, the others shipped; joint: {sw.joint_points} Latin-hypercube "
+    r"points over all of a study's swept parameters. Effect: the variant's mean against the reference's, "
+    r"in \% of the reference. Outcome: significant higher/lower (Welch's $t$), or for a claimed absence "
+    r"of difference equivalent (TOST) within the margin, beyond it, or unresolved; Holm-adjusted across a "
+    rf"study's conclusions at each setting, at {sw.confidence:g}\,\%. Sign kept: every setting's effect "
+    r"has the shipped effect's sign. Robust: every setting gives the shipped outcome; ``changed by'' "
+    r"names the parameter ends and the joint points that do not. "
+    r"Regenerate: \texttt{snakemake -c1 paper/generated/sensitivity/table.tex}; "
+    rf"{n_runs} runs, \texttt{{sha256:{data_hash[:16]}}}."
+)
+atomic_write(out / "table.tex", latex_table(
+    r"\setlength{\tabcolsep}{3pt}\footnotesize" "\n" + render_tabular(columns, table_rows), caption,
+    "tab:sensitivity"))
+write_sidecar(out / "cells.json", {"table": "sensitivity", "data_hash": data_hash, "seeds": sw.seeds,
+                                   "joint_points": sw.joint_points, "binaries": binaries, "cells": cells,
+                                   "effects": effects_side})
+macros["n"] = str(len(all_rob))
+macros["robust/n"] = str(int(all_rob["robust"].sum()))
+macros["sign-kept/n"] = str(int(all_rob["sign_kept"].sum()))
+macros["supports/n"] = str(int(all_rob["supports_claim"].sum()))
+macros["seeds"] = str(sw.seeds)
+macros["joint"] = str(sw.joint_points)
+macros["runs"] = str(n_runs)
+for s in names:
+    macros[f"{s}/parameters"] = str(len(sw.studies[s].parameters))
+    macros[f"{s}/robust/n"] = str(int(rob[s]["robust"].sum()))
+    macros[f"{s}/n"] = str(len(rob[s]))
+write_macros(out / "macros.tex", "sensitivity", macros)
+macros

@@ -169,6 +169,58 @@ def claim_text(c):
     return f"equivalent ($\\pm${c.margin_pct:g}\\,\\%)" if c.claim == "equivalent" else c.claim
 
 
+# outcomes as words for the text's sentences (\sv{sensitivity/STUDY/ID/outcome-text}, .../survives)
+OUTCOME_TEXT = {"higher": "significantly higher", "lower": "significantly lower", "n.s.": "not significant",
+                "equivalent": "equivalent within the margin", "beyond": "beyond the margin",
+                "unresolved": "unresolved", "no result": "without a result"}
+
+
+def words(items, conj="and"):
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conj} " + items[-1]
+
+
+def path_tex(path):
+    """A parameter's dotted path in the text's type, free to break after a dot (no overfull line)."""
+    return r"\texttt{" + esc(path).replace(".", r".\allowbreak ") + "}"
+
+
+def survives(plan, c, r, e):
+    """The conclusion over the whole range, as a phrase the text can follow its subject with:
+    whether the shipped outcome holds at every setting; if not, what it becomes, with which
+    parameter ends (named when at most three parameters; counted otherwise) and how many joint
+    points change it, and whether the effect keeps its sign."""
+    if r["robust"]:
+        return "holds at every setting of the sweep"
+    ec = e[(e.conclusion == c.id) & (e.kind != "shipped") & (e.outcome != r["shipped_outcome"])]
+    to = words((OUTCOME_TEXT.get(o, esc(o)) for o in sorted(set(ec["outcome"]))), "or")
+    ends = {}
+    for _, x in ec[ec.kind == "oat"].iterrows():
+        ends.setdefault(x["param"], set()).add(x["side"])
+    params = [p.path for p in plan.parameters if p.path in ends]
+    n_par = len(plan.parameters)
+    if not params:
+        who = ""
+    elif len(params) <= 3:
+        at = {p: "either end" if len(ends[p]) == 2 else f"its {next(iter(ends[p]))} end" for p in params}
+        who = words(f"{path_tex(p)} at {at[p]}" for p in params)
+    elif len(params) == n_par:
+        who = f"each of the {n_par} swept parameters alone at one end or both"
+    else:
+        who = f"{len(params)} of the {n_par} swept parameters, each alone at one end or both"
+    joint = f"{r['joint_broken']} of the {r['joint_n']} joint points" if r["joint_broken"] else ""
+    if not to:
+        return "does not hold: the shipped setting gives no result"
+    if who and joint:
+        by = f"with {who}, and at {joint}"
+    elif who:
+        by = f"with {who}"
+    else:
+        by = f"at {joint} (no parameter alone changes it)"
+    sign = "its effect keeping its sign throughout" if r["sign_kept"] else "its effect changing sign within the ranges"
+    return f"does not hold over the whole range: it becomes {to} {by}, {sign}"
+
+
 rag = r">{\raggedright\arraybackslash}"
 columns = [("study", "l"), ("conclusion", rag + "p{4.2cm}"), ("claim", "l"), (r"shipped \%", "l"),
            ("outcome", "l"), (r"one at a time, \%", "l"), (r"joint, \%", "l"), ("sign kept", "l"),
@@ -210,6 +262,11 @@ for s in names:
         macros[f"{m}/robust"] = "yes" if r["robust"] else "no"
         macros[f"{m}/sign-kept"] = "yes" if r["sign_kept"] else "no"
         macros[f"{m}/breaks"] = breaks
+        macros[f"{m}/label"] = esc(c.label)
+        macros[f"{m}/outcome-text"] = OUTCOME_TEXT.get(r["shipped_outcome"], esc(r["shipped_outcome"]))
+        macros[f"{m}/supports"] = "yes" if r["supports_claim"] else "no"
+        macros[f"{m}/holds"] = "holds" if r["robust"] else "does not hold"
+        macros[f"{m}/survives"] = survives(plan, c, r, eff[s])
         row_i += 1
     effects_side[s] = eff[s][["setting", "conclusion", "effect_pct", "low", "high", "p_holm", "outcome"]].to_dict(
         "records")

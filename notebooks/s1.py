@@ -76,6 +76,10 @@ for v in ctx.study["variants"]:
         macros[f"tput/{v}/{mode}"] = f"{mean(v, mode, 'throughput_mbps'):.0f}"
         macros[f"lat/{v}/{mode}"] = f"{mean(v, mode, 'latency_us'):.0f}"
     macros[f"collapse/{v}"] = f"{mean(v, 'alone', 'throughput_mbps') / mean(v, 'corun', 'throughput_mbps'):.1f}"
+    for mode in ctx.runs["mode"].unique():
+        for m in ("throughput_mbps", "latency_us"):
+            x = runs[(runs.variant == v) & (runs["mode"] == mode)][m]
+            macros[f"cv/{v}/{mode}/{m}"] = f"{100 * x.std() / x.mean():.0f}"  # run-to-run CV, %
 macros
 
 # %% [markdown]

@@ -149,7 +149,7 @@ study_sub(
 )
 study_sub("unknown-testbed", "  lab: {}", "  lab: {}\n  vmware: {}", "field testbeds.vmware", line_has="vmware")
 study_sub(
-    "unknown-testbed-field", "qemu: {runs: 4,", "qemu: {smp: 3, runs: 4,", "field testbeds.qemu.smp", line_has="smp"
+    "unknown-testbed-field", "qemu: {runs: 5,", "qemu: {smp: 3, runs: 5,", "field testbeds.qemu.smp", line_has="smp"
 )
 study_sub(
     "unknown-xen-field",
@@ -302,21 +302,24 @@ study_sub(
 study_sub("variant-sim-string", 'sim: {version: "4.6"}', "sim: old", "field variants.bug.sim")
 # per-testbed blocks
 study("testbeds-empty", edited(lambda d: d.update(testbeds={})), "field testbeds", "should be non-empty")
-study_sub("testbed-runs-zero", "qemu: {runs: 4,", "qemu: {runs: 0,", "field testbeds.qemu.runs", line_has="runs: 0")
+study_sub("testbed-runs-zero", "qemu: {runs: 5,", "qemu: {runs: 0,", "field testbeds.qemu.runs", line_has="runs: 0")
 study_sub(
-    "testbed-warmup-negative", "qemu: {runs: 4, warmup: 1,", "qemu: {runs: 4, warmup: -1,", "field testbeds.qemu.warmup"
+    "testbed-warmup-negative", "qemu: {runs: 5, warmup: 1,", "qemu: {runs: 5, warmup: -1,", "field testbeds.qemu.warmup"
 )
-study_sub("testbed-order", "qemu: {runs: 4,", "qemu: {order: random, runs: 4,", "field testbeds.qemu.order")
-study_sub("testbed-timeout-zero", "qemu: {runs: 4,", "qemu: {timeout_s: 0, runs: 4,", "field testbeds.qemu.timeout_s")
+study_sub("testbed-order", "qemu: {runs: 5,", "qemu: {order: random, runs: 5,", "field testbeds.qemu.order")
+study_sub("testbed-timeout-zero", "qemu: {runs: 5,", "qemu: {timeout_s: 0, runs: 5,", "field testbeds.qemu.timeout_s")
 study_sub(
-    "testbed-timeout-negative", "qemu: {runs: 4,", "qemu: {timeout_s: -5, runs: 4,", "field testbeds.qemu.timeout_s"
+    "testbed-timeout-negative", "qemu: {runs: 5,", "qemu: {timeout_s: -5, runs: 5,", "field testbeds.qemu.timeout_s"
 )
-study_sub("testbed-timeout-inf", "qemu: {runs: 4,", "qemu: {timeout_s: .inf, runs: 4,", "not a finite number")
-study_sub("testbed-retries", "qemu: {runs: 4,", "qemu: {retries: 99, runs: 4,", "field testbeds.qemu.retries")
+study_sub("testbed-timeout-inf", "qemu: {runs: 5,", "qemu: {timeout_s: .inf, runs: 5,", "not a finite number")
+study_sub("testbed-retries", "qemu: {runs: 5,", "qemu: {retries: 99, runs: 5,", "field testbeds.qemu.retries")
 study_sub("testbed-option-name", "options: {smp: 3,", "options: {Smp: 3,", "field testbeds.qemu.options")
 study_sub("testbed-option-null", "options: {smp: 3,", "options: {smp: null,", "field testbeds.qemu.options.smp")
 study_sub(
-    "testbed-options-list", "options: {smp: 3, xen_build: source}", "options: [smp]", "field testbeds.qemu.options"
+    "testbed-options-list",
+    "options: {smp: 3, xen_build: source, icount_shift: 5, sched_trace: true, trace_pages: 1024}}",
+    "options: [smp]}",
+    "field testbeds.qemu.options",
 )
 study_sub("testbed-block-list", "  lab: {}", "  lab: []", "field testbeds.lab")
 # duplicate keys: PyYAML's last one used to win silently

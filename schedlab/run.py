@@ -64,6 +64,20 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
+def failed_fields(e: RunFailed, started: str, t0: float) -> dict:
+    """What a failed run's record says beyond its identity: the error, the log's tail,
+    no metrics, and when (started, finished, duration from monotonic t0)."""
+    return {
+        "status": "failed",
+        "error": str(e),
+        "log": e.log[-20000:],
+        "metrics": {},
+        "started": started,
+        "finished": _now(),
+        "duration_s": time.monotonic() - t0,
+    }
+
+
 def index_plan(order: list[dict]) -> dict[tuple, dict]:
     """A plan's entries by (variant, point id, repetition)."""
     return {(e["variant"], config.point_id(e["point"]), e["repetition"]): e for e in order}
@@ -186,16 +200,7 @@ class PointRunner:
             try:
                 result = self.testbed.run_once(self.study, self.variant, self.point, seed)
             except RunFailed as e:
-                failure = {
-                    **base,
-                    "status": "failed",
-                    "error": str(e),
-                    "log": e.log[-20000:],
-                    "metrics": {},
-                    "started": started,
-                    "finished": _now(),
-                    "duration_s": time.monotonic() - t0,
-                }
+                failure = {**base, **failed_fields(e, started, t0)}
                 while True:
                     try:
                         store.write_record(

@@ -523,7 +523,7 @@ def sweep(
     from schedlab import __version__, store
     from schedlab.core.plan import derive_seed
     from schedlab.core.testbed import RunFailed
-    from schedlab.run import _now, host_description, repo_state
+    from schedlab.run import _now, failed_fields, host_description, repo_state
     from schedlab.testbeds.sim import SimTestbed, sources_hash
 
     plan = sw.studies[study]
@@ -614,13 +614,7 @@ def sweep(
                             **base,
                             "run_id": f"{run_id}.failed{attempt}",
                             "attempt": attempt,
-                            "status": "failed",
-                            "error": str(e),
-                            "log": e.log[-20000:],
-                            "metrics": {},
-                            "started": started,
-                            "finished": _now(),
-                            "duration_s": time.monotonic() - t0,
+                            **failed_fields(e, started, t0),
                         },
                     )
                     n_failed += 1

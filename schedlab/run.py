@@ -64,6 +64,20 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
+def ok_fields(result, started: str, t0: float) -> dict:
+    """What a successful run's record says beyond its identity: the testbed's result (metrics
+    as floats, counters, samples) and when (started, finished, duration from monotonic t0)."""
+    return {
+        "status": "ok",
+        "metrics": {k: float(v) for k, v in result.metrics.items()},
+        "counters": result.counters,
+        "samples": result.samples,
+        "started": started,
+        "finished": _now(),
+        "duration_s": time.monotonic() - t0,
+    }
+
+
 def failed_fields(e: RunFailed, started: str, t0: float) -> dict:
     """What a failed run's record says beyond its identity: the error, the log's tail,
     no metrics, and when (started, finished, duration from monotonic t0)."""
@@ -218,18 +232,7 @@ class PointRunner:
             ]
             if missing:
                 raise RunFailed(f"testbed {self.testbed_name} returned no value for metric(s) {', '.join(missing)}")
-            rec = {
-                **base,
-                "run_id": run_id,
-                "status": "ok",
-                "attempt": attempt,
-                "metrics": {k: float(v) for k, v in result.metrics.items()},
-                "counters": result.counters,
-                "samples": result.samples,
-                "started": started,
-                "finished": _now(),
-                "duration_s": time.monotonic() - t0,
-            }
+            rec = {**base, "run_id": run_id, "attempt": attempt, **ok_fields(result, started, t0)}
             store.write_record(self.folder, rec)
             shown = ", ".join(f"{k}={v:.6g}" for k, v in rec["metrics"].items())
             print(f"{tag}: {shown} ({rec['duration_s']:.2f} s)", file=self.log, flush=True)

@@ -523,7 +523,7 @@ def sweep(
     from schedlab import __version__, store
     from schedlab.core.plan import derive_seed
     from schedlab.core.testbed import RunFailed
-    from schedlab.run import _now, failed_fields, host_description, repo_state
+    from schedlab.run import _now, failed_fields, host_description, ok_fields, repo_state
     from schedlab.testbeds.sim import SimTestbed, sources_hash
 
     plan = sw.studies[study]
@@ -620,18 +620,7 @@ def sweep(
                     n_failed += 1
                     print(f"{tag}: FAILED: {e}", file=log, flush=True)
                     continue
-                rec = {
-                    **base,
-                    "run_id": run_id,
-                    "status": "ok",
-                    "attempt": 1,
-                    "metrics": {k: float(v) for k, v in result.metrics.items()},
-                    "counters": result.counters,
-                    "samples": result.samples,
-                    "started": started,
-                    "finished": _now(),
-                    "duration_s": time.monotonic() - t0,
-                }
+                rec = {**base, "run_id": run_id, "attempt": 1, **ok_fields(result, started, t0)}
                 store.write_record(folder, rec)
                 n_new += 1
                 runs.append(_entry(store.read_record(path), data_dir))

@@ -312,3 +312,37 @@ def test_joined_patch_series(tmp_path, monkeypatch):
     assert [(p.parent.name, p.name) for p in got] == [("a", "1.patch"), ("a", "2.patch"), ("b", "1.patch")]
     with pytest.raises(FileNotFoundError, match="no patches in .*/c"):
         qi.series_patches("a+c")
+
+
+def test_native_resume_option_decides_suspend_or_fresh_boot():
+    """native_resume (default true) keeps a kernel's VM for later rounds; false kills it, so
+    the next round of that kernel boots afresh (under icount the boot is the replicate)."""
+    from schedlab.testbeds.qemu import QemuTestbed
+
+    tb = QemuTestbed(build=False)
+    study = yaml.safe_load((REPO / "config/studies/s2native.yaml").read_text())
+    assert tb.config(study)["native_resume"] is True
+    study["testbeds"]["qemu"]["options"]["native_resume"] = False
+    assert tb.config(study)["native_resume"] is False
+
+    class VM:
+        killed = suspended = False
+
+        def alive(self):
+            return True
+
+        def suspend(self):
+            VM.suspended = True
+            return 0.1
+
+        def kill(self):
+            VM.killed = True
+
+    for resume in (True, False):
+        VM.killed = VM.suspended = False
+        runner = qn.NativeRunner(tb, suspend=resume)
+        runner._vm, runner._vm_key = VM(), ("k",)
+        runner._vm.kernel, runner._vm.cmdline = type("K", (), {"name": "pvspin-n"})(), "x init=/sbin/init"
+        runner._leave()
+        assert (VM.suspended, VM.killed) == (resume, not resume)
+        assert ("k",) in runner._suspended if resume else not runner._suspended

@@ -34,6 +34,10 @@ DEFAULTS: dict[str, Any] = {
     "xen_build": "debian",  # "debian": patches=stock boots Debian's prebuilt hypervisor;
     # "source": every series (stock too) boots qi.build_xen(series)
     "reuse_vm": True,  # keep the booted host between runs of the same build
+    # native studies: keep each kernel's VM between rounds (savevm, then -loadvm) instead of
+    # booting and preparing it again; False makes every round a fresh boot (under icount the
+    # boot, not the run, is then the replicate: docs/kernel-builds.md)
+    "native_resume": True,
     **workloads.DEFAULTS,  # what runs in the guests (schedlab/workloads/)
 }
 

@@ -598,6 +598,7 @@ class NativeRunner:
         if kernel is None:
             raise RunFailed(f"kernel config {config!r} not built yet (python -m schedlab.builds.kernel {config})")
         cfg = self.testbed.config(study)
+        self.suspend = bool(cfg["native_resume"])  # the study's choice: resume kernels or boot each round
         cmdline = cmdline_for(extra)
         vm = self._ensure_vm(kernel, cmdline, cfg)
         pack = packs.get(bench)

@@ -49,8 +49,10 @@ runs.groupby(["variant", *ctx.axes]).size().rename("runs").to_frame()
 ctx.comparisons
 
 # %%
-# the delay is the variant's Xen boot option, the same on every testbed
-runs["delay_us"] = runs["variant"].map(lambda v: ctx.study["variants"][v]["xen"]["boot"]["vcpu_migration_delay"])
+# the delay is the variant's credit1 pool parameter (set at run time), the same on every testbed
+runs["delay_us"] = runs["variant"].map(
+    lambda v: ctx.study["variants"][v]["xen"]["sched_credit"]["migration_delay_us"]
+)
 fig, axes = plt.subplots(1, 2, figsize=(6, 2.4))
 sns.pointplot(data=runs, x="delay_us", y="throughput", errorbar=t_errorbar(), ax=axes[0], markersize=3, linewidth=1)
 axes[0].set_ylabel("throughput (1/s)")

@@ -353,6 +353,8 @@ def testbed_settings(study: dict, testbed: str) -> dict:
         "timeout_s": over.get("timeout_s"),
         # Real hosts reboot to change variant: keep a variant's points together within a round.
         "order": over.get("order", "shuffled" if testbed == "sim" else "variant-blocks"),
+        # declared before measuring: "paired" pairs the variants' runs of one round (one boot)
+        "analysis": over.get("analysis", "welch"),
         "options": dict(over.get("options") or {}),
     }
 

@@ -299,7 +299,12 @@ def run_study(
     indexed = index_plan(whole)
     order = [e for e in whole if variants is None or e["variant"] in variants]
     progress = Progress(len(order), log)
+    new_round = getattr(testbed, "start_round", None)  # e.g. qemu's boot_per_round
+    rnd = None
     for e in order:
+        if new_round is not None and e["repetition"] != rnd:
+            rnd = e["repetition"]
+            new_round(study, rnd)
         k = (e["variant"], config.point_id(e["point"]))
         if k not in runners:
             runners[k] = PointRunner(

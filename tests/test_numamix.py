@@ -123,7 +123,7 @@ def test_malformed_bench_output_names_the_vm_token_and_text():
 
 
 def test_numa_mix_is_a_workload_with_known_options():
-    assert workloads.get("numa-mix") is numamix.run
+    assert workloads.WORKLOADS["numa-mix"] is numamix.run
     for k in numamix.DEFAULTS:
         assert k in workloads.DEFAULTS
 

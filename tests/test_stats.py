@@ -253,3 +253,33 @@ def test_cli_does_not_import_heavy_modules():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_compare_table_paired_by_round():
+    """Variants interleaved within each round's boot: the paired t on the per-round log
+    ratios resolves an effect that the rounds' own spread hides from Welch's t."""
+    from scipy import stats as sps
+
+    from schedlab.stats import compare_table
+
+    boots = [1.00, 1.10, 0.92, 1.05, 0.97, 1.08]  # each round's boot runs everything this much faster
+    jitter = [1.002, 0.998, 1.001, 0.999, 1.0, 1.001]
+    rows = []
+    for r, (b, j) in enumerate(zip(boots, jitter)):
+        rows += [{"variant": "a", "round": r, "m": 100 * b}, {"variant": "b", "round": r, "m": 95 * b * j}]
+    rows.append({"variant": "b", "round": 9, "m": 50.0})  # no partner: left out
+    df = pd.DataFrame(rows)
+    p = compare_table(df, "m", "a", test="paired", pair_col="round").iloc[0]
+    assert p["test"] == "paired-log" and p["dof"] == 5 and p["n_base"] == p["n_var"] == 6
+    assert p["significant"] and p["pct_high"] < 0 < p["pct_low"] + 6
+    w = compare_table(df[df["round"] != 9], "m", "a").iloc[0]
+    assert not w["significant"]
+    # by hand: the mean log ratio and its standard error
+    d = np.log(np.array([95 * b * j for b, j in zip(boots, jitter)]) / (100 * np.array(boots)))
+    t = d.mean() / (d.std(ddof=1) / np.sqrt(6))
+    assert p["p"] == pytest.approx(2 * sps.t.sf(abs(t), 5), rel=1e-9)
+    with pytest.raises(ValueError, match="pair_col"):
+        compare_table(df, "m", "a", test="paired")
+    with pytest.raises(ValueError, match="at least 2 pairs"):
+        one = ((df.variant == "a") & (df["round"] < 2)) | ((df.variant == "b") & df["round"].isin([1, 9]))
+        compare_table(df[one], "m", "a", test="paired", pair_col="round")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from schedlab import workloads
-from schedlab.core.testbed import RunFailed
-from schedlab.workloads import lockstorm, lockwork
+from schedlab.core.testbed import RunFailed, RunResult
+from schedlab.workloads import lockstorm, lockwork, xl
 from schedlab.workloads.lockwork import bucket_of, bucket_upper, hist_percentile, lock_cfg, merge_hists, parse_result
 
 REPO = Path(__file__).resolve().parents[1]
@@ -305,3 +305,61 @@ def test_console_follower_nudges_a_silent_guest(tmp_path, monkeypatch):
             "SCHEDLAB-LOCK-RESULT token=t ", 30, started="SCHEDLAB-LOCK-START token=t ", nudge=nudge, nudge_after=1.0
         )
     assert set(lines) == {"lock1", "lock2"} and nudged == [["lock2"]] and f.nudges == {"lock2": 1}
+
+
+class CreditHost:
+    """dom0's `xl sched-credit -s` as a pool that keeps what it was set to (the real command
+    runs in the opt-in qemu S3 test and in every S3 record)."""
+
+    def __init__(self, refuse: bool = False):
+        self.pool = {"tslice": 30, "ratelimit": 1000, "migration-delay": 0}
+        self.refuse, self.calls = refuse, []
+
+    def run(self, argv, timeout=60, check=True):
+        self.calls.append(list(argv))
+        for a in argv[3:]:
+            name, value = a[2:].split("=")
+            field = {"tslice_ms": "tslice", "ratelimit_us": "ratelimit", "migration_delay_us": "migration-delay"}[name]
+            if not self.refuse:
+                self.pool[field] = int(value)
+        p = self.pool
+
+        class R:
+            stdout = (
+                f"Cpupool Pool-0: tslice={p['tslice']}ms ratelimit={p['ratelimit']}us "
+                f"migration-delay={p['migration-delay']}us\n"
+            )
+            stderr, returncode = "", 0
+
+        return R()
+
+
+def test_variant_sched_credit_is_set_and_read_back_before_the_workload(monkeypatch):
+    """S3's delays are credit1 pool parameters set at run time: the wrapper sets them with
+    `xl sched-credit -s`, reads them back, records them, and fails a run Xen did not take."""
+    from schedlab import config
+
+    study = config.load_study("s3")
+    opts = {**workloads.DEFAULTS, **workloads.variant_options(study, "d1000")}
+    assert opts["variant_sched_credit"] == {"migration_delay_us": 1000}
+    seen = {}
+
+    def fake_bursts(h, doms, o, point, seed, booted):
+        seen["delay"] = h.pool["migration-delay"]  # already set when the workload starts
+        return RunResult(metrics={"throughput": 1.0}, counters={})
+
+    monkeypatch.setitem(workloads.WORKLOADS, "specjbb-like", fake_bursts)
+    h = CreditHost()
+    r = workloads.get("specjbb-like")(h, None, opts, {"vms": 2}, 1, {})
+    assert seen["delay"] == 1000 and r.counters["sched_credit_set"]["migration_delay_us"] == 1000
+    assert h.calls[0] == ["xl", "sched-credit", "-s", "--migration_delay_us=1000"]
+    with pytest.raises(RunFailed, match="migration_delay_us"):
+        workloads.get("specjbb-like")(CreditHost(refuse=True), None, opts, {"vms": 2}, 1, {})
+    # a variant without run-time settings runs the workload alone
+    plain = {**workloads.DEFAULTS, "variant_sched_credit": {}}
+    h2 = CreditHost()
+    workloads.get("specjbb-like")(h2, None, plain, {"vms": 2}, 1, {})
+    assert h2.calls == []
+    assert xl.parse_sched_credit("Cpupool Pool-0: tslice=30ms ratelimit=1000us migration-delay=250us") == {
+        "Pool-0": {"tslice_ms": 30, "ratelimit_us": 1000, "migration_delay_us": 250}
+    }

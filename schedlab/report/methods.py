@@ -40,6 +40,11 @@ def _variant_line(name: str, v: dict) -> str:
     parts = [f"patch series \\texttt{{{esc(xen.get('patches', 'stock'))}}}"]
     if xen.get("boot"):
         parts.append("boot " + ", ".join(f"\\texttt{{{esc(k)}={esc(str(b))}}}" for k, b in xen["boot"].items()))
+    if xen.get("sched_credit"):
+        parts.append(
+            "set at run time (\\texttt{xl sched-credit}) "
+            + ", ".join(f"\\texttt{{{esc(k)}={esc(str(b))}}}" for k, b in xen["sched_credit"].items())
+        )
     if v.get("kernel"):
         parts.append("kernel " + ", ".join(f"{esc(k)} \\texttt{{{esc(str(g))}}}" for k, g in v["kernel"].items()))
     if v.get("guest"):
@@ -132,6 +137,13 @@ def statistics_text(tests: set[str]) -> str:
         + (r"; on the difference of the means where they differ in sign" if "welch" in tests else "")
         + ". "
     ]
+    if tests & {"paired-log", "paired"}:
+        text.append(
+            r"Where a study's runs are paired by round (the variants that share one boot run "
+            r"interleaved in it, one fresh boot per round, declared in the study file before "
+            r"measuring), the paired $t$-test on the per-round log ratios replaces it "
+            r"(rounds $-\,1$ degrees of freedom); the caption says so. "
+        )
     if "permutation" in tests:
         text.append(
             r"Where a table's caption says so, a permutation test of the difference of the means "
@@ -291,7 +303,12 @@ def generate(
                 )
                 + f". {ts['runs']} measured runs per point after {ts['warmup']} discarded warm-up run(s); "
                 f"{prov['n_runs']} measured runs in all, run order seeded and interleaved (plan seed {prov['plan_seed']}); "
-                f"run seeds derived from the base seed {base_seed} (range {min(seeds)}--{max(seeds)}). "
+                + (
+                    "one fresh boot per round with every variant in it, analysed paired by round; "
+                    if ts["analysis"] == "paired"
+                    else ""
+                )
+                + f"run seeds derived from the base seed {base_seed} (range {min(seeds)}--{max(seeds)}). "
                 f"Variants, against \\texttt{{{esc(st['baseline'])}}}: "
                 + "; ".join(_variant_line(n, v) for n, v in st["variants"].items())
                 + f". Power: {power_text(st, tb, runs)}. Raw data \\texttt{{sha256:{side['data_hash'][:16]}}}."

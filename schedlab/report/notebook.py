@@ -143,7 +143,8 @@ class StudyContext:
     confidence: float = 95.0
     margin_pct: float | None = None
     # compare_table's test for the whole table: "welch" (log ratio of means), "permutation"
-    # (bimodal runs), "student" (ministat's). No study file chooses one yet: all use Welch.
+    # (bimodal runs), "student" (ministat's), "paired" (by round; a study's
+    # testbeds.<tb>.analysis: paired selects it).
     test: str = "welch"
     study: dict = field(init=False)
     runs: pd.DataFrame = field(init=False)
@@ -159,6 +160,9 @@ class StudyContext:
         )
         if self.margin_pct is None:
             self.margin_pct = self.study.get("equivalence_margin_pct")
+        # the analysis the study file declared for this testbed before measuring
+        if config.testbed_settings(self.study, self.testbed)["analysis"] == "paired":
+            self.test = "paired"
         self.runs = rdata.load_runs(self.data_dir, self.testbed, self.study_name)
         # pandas deep-copies `attrs` into every frame an operation returns; with the records
         # there that copying was most of a notebook's run time. They are only read: shared.

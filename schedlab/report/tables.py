@@ -200,8 +200,9 @@ def compare_study(
 
     axes = list(config.testbed_settings(study, testbed)["axes"])
     metrics = [m["name"] for m in study["metrics"]]
+    paired = test == "paired"
     long = runs.melt(
-        id_vars=["run_id", "variant", *axes],
+        id_vars=["run_id", "variant", *axes, *(["repetition"] if paired else [])],
         value_vars=[m for m in metrics if m in runs],
         var_name="metric",
         value_name="value",
@@ -217,6 +218,8 @@ def compare_study(
         confidence=confidence,
         margin_pct=margin_pct,
         test=test,
+        # a round is one boot in which the variants ran interleaved (testbeds.<tb>.analysis)
+        pair_col="repetition" if paired else None,
     )
 
 
@@ -226,6 +229,8 @@ TEST_TEXT = {
     "welch": r"Welch's $t$ on the difference of the means (where they differ in sign)",
     "permutation": r"the permutation test of the difference of the means, inverted",
     "student": r"ministat's Student's $t$",
+    "paired-log": r"the paired $t$ on the per-round log ratios (variants interleaved within each round's boot)",
+    "paired": r"the paired $t$ on the per-round differences (variants interleaved within each round's boot)",
 }
 
 

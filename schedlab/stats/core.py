@@ -707,7 +707,7 @@ class _PermInversion:
         return (max(min(a, b), -100.0) if self.nonneg else min(a, b)), max(a, b)
 
 
-_TESTS = ("welch", "student", "permutation")
+_TESTS = ("welch", "student", "permutation", "paired")
 
 
 def _py(x):
@@ -728,6 +728,7 @@ def compare_table(
     test: str = "welch",
     n_resamples: int = 9999,
     seed: int = 0,
+    pair_col: str | None = None,
 ):
     """Every non-baseline variant against its baseline at every point (a point = one
     combination of the `by` columns) of a long table with one row per run.
@@ -744,7 +745,10 @@ def compare_table(
     "student": ministat's table (Student's pooled t, its +-err in diff_err and
     pct_err, numbers equal to compare()); "permutation": the exact (or seeded
     Monte Carlo, `n_resamples`, `seed`) permutation test of the difference of
-    means, for bimodal runs.  The old flag welch=True/False/"auto" selects
+    means, for bimodal runs; "paired": runs of the two variants that share a value of
+    `pair_col` (a round = one boot, where the variants are interleaved) form a pair, and
+    the test is the one-sample t on the pairs' log ratios (on their differences where a
+    value is not positive), n pairs - 1 dof; unpaired runs are left out.  The old flag welch=True/False/"auto" selects
     "welch"/"student"/a Brown-Forsythe pretest per row (which inflates the error
     rate at few runs; not recommended).
 
@@ -769,7 +773,9 @@ def compare_table(
 
     confidence = _confidence(confidence)
     by = [by] if isinstance(by, str) else list(by)
-    missing = [c for c in [variant_col, *by] if c not in df.columns]
+    if test == "paired" and pair_col is None:
+        raise ValueError("compare_table: test 'paired' needs pair_col (the column that names a pair, e.g. the round)")
+    missing = [c for c in [variant_col, *by, *([pair_col] if pair_col else [])] if c not in df.columns]
     if missing:
         raise ValueError(f"compare_table: missing columns {missing}")
     if metric in df.columns:
@@ -789,6 +795,7 @@ def compare_table(
 
     values = sub[col].to_numpy(float)
     names = sub[variant_col].to_numpy()
+    pair_ids = sub[pair_col].to_numpy() if pair_col else None
     if by:
         codes = sub.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
         order = np.argsort(codes, kind="stable")
@@ -823,7 +830,11 @@ def compare_table(
             if not (np.isfinite(xb).all() and np.isfinite(xv).all()):
                 raise ValueError(f"compare_table: {where}: contains NaN or infinite values")
             try:
-                row, ex = _table_row(xb, xv, test, confidence, n_resamples, seed)
+                if test == "paired":
+                    ids = pair_ids[chunk]
+                    row, ex = _paired_row(xb, xv, ids[vnames == base], ids[vnames == v])
+                else:
+                    row, ex = _table_row(xb, xv, test, confidence, n_resamples, seed)
                 eq = tost(xb, xv, margin_pct, alpha) if margin_pct else None
             except ValueError as e:
                 raise ValueError(f"compare_table: {where}: {e}") from None
@@ -1000,6 +1011,45 @@ def _table_row(
     p = _t_two_sided_p(stat / se, dof) if se > 0 else (0.0 if stat != 0 else 1.0)
     row.update(p=p, test="welch-log" if kind == "log-ratio" else "welch", dof=dof, interval=kind)
     return row, {"kind": kind, "stat": stat, "se": se, "dof": dof, "mb": m.mb, "nonneg": nonneg}
+
+
+def _paired_row(xb: np.ndarray, xv: np.ndarray, ib: np.ndarray, iv: np.ndarray) -> tuple[dict, dict]:
+    """A paired comparison: the runs of both variants with the same pair id (round)."""
+    b_of, v_of = dict(zip(ib.tolist(), xb)), dict(zip(iv.tolist(), xv))
+    if len(b_of) != len(xb) or len(v_of) != len(xv):
+        raise ValueError("paired: a pair id occurs twice for one variant")
+    common = [k for k in b_of if k in v_of]
+    if len(common) < 2:
+        raise ValueError(f"paired: need at least 2 pairs (have {len(common)})")
+    pb = np.array([b_of[k] for k in common], float)
+    pv = np.array([v_of[k] for k in common], float)
+    m = _Moments(pb, pv)
+    if m.mb == 0:
+        raise ValueError("baseline mean is 0: the relative difference (pct) is undefined")
+    n = len(common)
+    positive = bool(pb.min() > 0 and pv.min() > 0)
+    d = np.log(pv / pb) if positive else pv - pb
+    stat, se, dof = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n)), n - 1
+    p = _t_two_sided_p(stat / se, dof) if se > 0 else (0.0 if stat != 0 else 1.0)
+    row = {
+        "n_base": n,
+        "n_var": n,
+        "mean_base": m.mb,
+        "mean_var": m.mv,
+        "sd_base": math.sqrt(m.vb),
+        "sd_var": math.sqrt(m.vv),
+        "median_var": float(np.sort(pv)[n // 2]),
+        "diff": m.d,
+        "diff_err": math.nan,
+        "pct": m.d * 100 / m.mb,
+        "pct_err": math.nan,
+        "p": p,
+        "test": "paired-log" if positive else "paired",
+        "dof": dof,
+        "interval": "log-ratio" if positive else "difference",
+    }
+    nonneg = bool(pb.min() >= 0 and pv.min() >= 0)
+    return row, {"kind": row["interval"], "stat": stat, "se": se, "dof": dof, "mb": m.mb, "nonneg": nonneg}
 
 
 def _row_interval(ex: dict, level: float, significant: bool, confidence: float) -> tuple[float, float, float]:

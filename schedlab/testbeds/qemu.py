@@ -373,6 +373,12 @@ class QemuTestbed(Testbed):
             if not cfg["reuse_vm"]:
                 self.close()
 
+    def start_round(self, study: dict, rnd: int) -> None:
+        """run_study starts round `rnd` of the plan: with boot_per_round the next run boots
+        afresh, so no two rounds share a boot."""
+        if self.config(study)["boot_per_round"]:
+            self.close_xen()
+
     def boot_check(self, study: dict, variant: str) -> dict[str, str]:
         """Boot (or reuse) the virtual host for this variant, run the `xl info` checks, and
         return `xl info` (plus dom0's `release`). Raises RunFailed like run_once."""

@@ -34,6 +34,10 @@ DEFAULTS: dict[str, Any] = {
     "xen_build": "debian",  # "debian": patches=stock boots Debian's prebuilt hypervisor;
     # "source": every series (stock too) boots qi.build_xen(series)
     "reuse_vm": True,  # keep the booted host between runs of the same build
+    # a fresh boot at every round of the plan (run_study): variants that share a boot (run-time
+    # settings, e.g. xen.sched_credit) are then interleaved within it, and the round, one
+    # boot, is the replicate of a paired analysis (testbeds.qemu.analysis: paired)
+    "boot_per_round": False,
     # native studies: keep each kernel's VM between rounds (savevm, then -loadvm) instead of
     # booting and preparing it again; False makes every round a fresh boot (under icount the
     # boot, not the run, is then the replicate: docs/kernel-builds.md)

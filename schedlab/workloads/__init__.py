@@ -29,7 +29,7 @@ from typing import Any
 
 from schedlab.core.testbed import RunFailed, RunResult
 
-from . import bursts, lockstorm, lockwork, netpair, numamix
+from . import bursts, lockstorm, lockwork, netpair, numamix, xl
 
 # kind -> run(host, domains, options, point, seed, booted) -> RunResult
 WORKLOADS: dict[str, Callable[..., RunResult]] = {
@@ -77,13 +77,29 @@ def variant_options(study: dict, variant: str) -> dict[str, Any]:
     """The per-variant part of a workload's options (not testbed options: a study cannot
     set them under testbeds.<tb>.options)."""
     v = (study.get("variants") or {}).get(variant) or {}
-    return {"variant": variant, "variant_guest": dict(v.get("guest") or {})}
+    return {
+        "variant": variant,
+        "variant_guest": dict(v.get("guest") or {}),
+        # credit1 parameters set at run time, before the workload (`run_variant`)
+        "variant_sched_credit": dict((v.get("xen") or {}).get("sched_credit") or {}),
+    }
 
 
 def get(kind: str | None) -> Callable[..., RunResult]:
+    """The workload of a study kind, preceded by the variant's run-time Xen settings."""
     try:
-        return WORKLOADS[kind]
+        work = WORKLOADS[kind]
     except KeyError:
         raise RunFailed(
             f"no workload for kind {kind!r} on Xen hosts (available: {', '.join(sorted(WORKLOADS))})"
         ) from None
+
+    def run_variant(h, doms, opts: dict[str, Any], point: dict, seed: int, booted: dict) -> RunResult:
+        params = opts.get("variant_sched_credit") or {}
+        took = xl.set_sched_credit(h, params) if params else None
+        res = work(h, doms, opts, point, seed, booted)
+        if took is not None:
+            res.counters["sched_credit_set"] = took  # what credit1 ran with, read back before the run
+        return res
+
+    return run_variant

@@ -61,6 +61,52 @@ def guest_cfg(
     return "\n".join(lines)
 
 
+# credit1's per-pool parameters that `xl sched-credit -s` sets at run time (Xen >= 4.12 for
+# the migration delay), by the study's name -> (xl option, field of its "Cpupool" line).
+SCHED_CREDIT_PARAMS = {
+    "tslice_ms": ("--tslice_ms", "tslice", "ms"),
+    "ratelimit_us": ("--ratelimit_us", "ratelimit", "us"),
+    "migration_delay_us": ("--migration_delay_us", "migration-delay", "us"),
+}
+_POOL_LINE = re.compile(r"^Cpupool (\S+): tslice=(\d+)ms ratelimit=(\d+)us migration-delay=(\d+)us", re.M)
+
+
+def parse_sched_credit(text: str) -> dict[str, dict[str, int]]:
+    """pool -> {tslice_ms, ratelimit_us, migration_delay_us} from `xl sched-credit -s`."""
+    return {
+        m.group(1): {
+            "tslice_ms": int(m.group(2)),
+            "ratelimit_us": int(m.group(3)),
+            "migration_delay_us": int(m.group(4)),
+        }
+        for m in _POOL_LINE.finditer(text)
+    }
+
+
+def set_sched_credit(host: Host, params: dict[str, int]) -> dict[str, int]:
+    """Set credit1's pool parameters (the variant's `xen: {sched_credit: ...}`) before a run
+    and read them back; a value Xen did not take fails the run. So variants that differ
+    only here share one boot and can be interleaved and paired within it."""
+    unknown = sorted(set(params) - set(SCHED_CREDIT_PARAMS))
+    if unknown:
+        raise RunFailed(f"xen.sched_credit: unknown parameter(s) {', '.join(unknown)}")
+    argv = ["xl", "sched-credit", "-s"]
+    for k, v in sorted(params.items()):
+        argv.append(f"{SCHED_CREDIT_PARAMS[k][0]}={int(v)}")
+    try:
+        host.run(argv, timeout=60)
+        pools = parse_sched_credit(host.run(["xl", "sched-credit", "-s"], timeout=60).stdout)
+    except HostError as e:
+        raise RunFailed(f"xl sched-credit -s: {e}") from e
+    if not pools:
+        raise RunFailed("xl sched-credit -s printed no Cpupool line")
+    for pool, got in pools.items():
+        wrong = {k: got[k] for k, v in params.items() if got[k] != int(v)}
+        if wrong:
+            raise RunFailed(f"xl sched-credit: pool {pool} has {wrong}, the variant sets {dict(params)}")
+    return next(iter(pools.values()))
+
+
 class Domains:
     def __init__(self, host: Host):
         self.host = host

@@ -210,6 +210,31 @@ def test_count_trace_matches_xentrace_definitions():
     assert got["records"] == 7
 
 
+def test_count_trace_keeps_the_guests_as_the_qemu_side_does():
+    """A sim domain standing for dom0 (S1's netback, dom 1 here) is taken out as on qemu: its wakes
+    and boosts do not count, and each of its wakes takes 2 switches and 1 tickle off the totals."""
+
+    def rec(t, ev, cpu, dom, a=0):
+        return f'{{"t_ns":{t},"ev":"{ev}","cpu":{cpu},"dom":{dom},"vcpu":0,"pri":0,"credit":0,"a":{a},"b":0}}'
+
+    lines = [
+        rec(10, "TRC_SCHED_WAKE", 0, 0), rec(11, "TRC_CSCHED_BOOST_START", 0, 0), rec(12, "TRC_CSCHED_TICKLE", 0, 0),
+        rec(13, "TRC_SCHED_SWITCH", 0, 0, -1), rec(20, "TRC_SCHED_BLOCK", 0, 0), rec(21, "TRC_SCHED_SWITCH", 0, -1, 0),
+        rec(30, "TRC_SCHED_WAKE", 1, 1), rec(31, "TRC_CSCHED_BOOST_START", 1, 1), rec(32, "TRC_CSCHED_TICKLE", 1, 1),
+        rec(33, "TRC_SCHED_SWITCH", 1, 1, -1), rec(40, "TRC_SCHED_BLOCK", 1, 1), rec(41, "TRC_SCHED_SWITCH", 1, -1, 1),
+        rec(50, "TRC_SCHED_WAKE", 1, 1), rec(52, "TRC_CSCHED_TICKLE", 1, 1), rec(53, "TRC_SCHED_SWITCH", 1, 1, -1),
+        rec(60, "TRC_SCHED_BLOCK", 1, 1), rec(61, "TRC_SCHED_SWITCH", 1, -1, 1),
+    ]  # fmt: skip
+    every = V.count_trace(lines, warmup_ns=0)["events"]
+    assert every["wake"] == 3 and every["boost"] == 2 and every["switch"] == 6 and every["tickle"] == 3
+    got = V.count_trace(lines, warmup_ns=0, guests=[0])["events"]
+    assert got["wake"] == 1 and got["boost"] == 1 and got["block"] == 1
+    assert got["switch"] == 2 and got["tickle"] == 1 and got["migration"] == 0
+    # the same rule as qemu_counts on the same totals
+    q = V.guest_events([{"wake": 1, "boost": 1, "block": 1}], {"wake": 3, "switch": 6, "tickle": 3}, 0)
+    assert {k: got[k] for k in q} == q
+
+
 # ---------------------------------------------------------------- a small sim scenario end to end
 
 

@@ -219,6 +219,21 @@ def cases(sc: dict) -> list[tuple[str, dict]]:
 # ---------------------------------------------------------------- counts: qemu
 
 
+def guest_events(by_guest, total: dict, migrations: int) -> dict:
+    """The guests' event counts, one rule for both sides (qemu_counts, count_trace): events a
+    trace attributes to a domain are summed over the guests (`by_guest`: one count dict per
+    guest); switches and tickles carry no domain, so each wake of a domain that is not a guest
+    (dom0, S1's netback domain in the sim, idle guests) takes 2 switches (in and out) and 1
+    tickle off the totals."""
+    out = {e: sum(int(v.get(e, 0)) for v in by_guest) for e in DOMAIN_EVENTS}
+    other_wakes = max(0, int(total.get("wake", 0)) - out["wake"])
+    out["switch"] = max(0, int(total.get("switch", 0)) - 2 * other_wakes)
+    out["tickle"] = max(0, int(total.get("tickle", 0)) - other_wakes)
+    out["ratelimit"] = int(total.get("ratelimit", 0))
+    out["migration"] = int(migrations)
+    return out
+
+
 def qemu_counts(rec: dict, sc: dict) -> dict | None:
     """A qemu record reduced to the guests' event counts: {"events": {...}, "cpu_s": {sim dom: s},
     "guest_s": s or None}; None if the record has no sched_events.
@@ -232,13 +247,7 @@ def qemu_counts(rec: dict, sc: dict) -> dict | None:
         return None
     doms = sc["domains"]
     by_vm = {k: v for k, v in (ev.get("by_vm") or {}).items() if k in doms}
-    total = ev.get("total") or {}
-    out = {e: sum(int(v.get(e, 0)) for v in by_vm.values()) for e in DOMAIN_EVENTS}
-    other_wakes = max(0, int(total.get("wake", 0)) - out["wake"])
-    out["switch"] = max(0, int(total.get("switch", 0)) - 2 * other_wakes)
-    out["tickle"] = max(0, int(total.get("tickle", 0)) - other_wakes)
-    out["ratelimit"] = int(total.get("ratelimit", 0))
-    out["migration"] = int(ev.get("migrations", 0))
+    out = guest_events(by_vm.values(), ev.get("total") or {}, int(ev.get("migrations", 0)))
     cpu = {doms[k]: float(v) for k, v in (c.get("cpu_seconds") or {}).items() if k in by_vm}
     guest_s = None
     if sc["qemu"].get("guest_time") == "lockmod_elapsed":
@@ -292,12 +301,17 @@ def sim_study(sc: dict) -> dict:
     return st
 
 
-def count_trace(stream, warmup_ns: int) -> dict:
+def count_trace(stream, warmup_ns: int, guests=None) -> dict:
     """Events per xentrace name after `warmup_ns` from a simulator trace (JSON lines), the
     migrations (a vCPU switched in on another pCPU than the one it last ran on: xentrace's
-    definition) and the number of records."""
+    definition) and the number of records. `guests` (the trace's domain indices of the
+    scenario's guests; None: every domain counts as a guest) reduces the counts to the guests'
+    by the rule the qemu side uses (guest_events): without it, the wakes and boosts of a sim
+    domain that stands for dom0 (S1's netback) would enter the sim's per-wake rates, while the
+    qemu side counts the guests only."""
     n = 0
     cnt: Counter = Counter()
+    by_dom: dict[int, Counter] = {}
     last: dict[tuple[str, str], str] = {}
     migr = 0
     for line in stream:
@@ -321,15 +335,20 @@ def count_trace(stream, warmup_ns: int) -> dict:
                 last[dv] = cpu
         if t >= warmup_ns:
             cnt[name] += 1
+            if guests is not None and name in DOMAIN_EVENTS:
+                by_dom.setdefault(int(parts[3][6:]), Counter())[name] += 1
+    if guests is not None:
+        out = guest_events([by_dom.get(d, {}) for d in set(guests)], cnt, migr)
+        return {"events": {e: int(out.get(e, 0)) for e in EVENTS}, "records": n}
     out = {e: int(cnt.get(e, 0)) for e in EVENTS if e != "migration"}
     out["migration"] = migr
     return {"events": out, "records": n}
 
 
-def _reader(path: str, warmup_ns: int, box: dict) -> None:
+def _reader(path: str, warmup_ns: int, box: dict, guests=None) -> None:
     try:
         with open(path, errors="replace") as f:
-            box["result"] = count_trace(f, warmup_ns)
+            box["result"] = count_trace(f, warmup_ns, guests)
     except Exception as e:  # reported by the caller
         box["error"] = e
 
@@ -356,8 +375,10 @@ def run_sim_case(sc: dict, variant: str, point: dict, seed: int, binary: str | o
             os.mkfifo(fifo)
             scen["trace"] = {"file": fifo, "limit": TRACE_LIMIT}
             warm = int(round(float(scen.get("warmup_s", 0)) * 1e9))
+            # the guests: the sim domains the scenario maps qemu guests to (not S1's netback dom0)
+            guests = [i for i, d in enumerate(scen["domains"]) if d.get("name") in set(sc["domains"].values())]
             box: dict = {}
-            th = threading.Thread(target=_reader, args=(fifo, warm, box), daemon=True)
+            th = threading.Thread(target=_reader, args=(fifo, warm, box, guests), daemon=True)
             th.start()
             try:
                 res = run_scenario(scen, exe, tb.timeout)

@@ -275,6 +275,15 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
         for axis in over.get("axes", {}):
             if axis not in study["axes"]:
                 fail(["testbeds", tb, "axes", axis], f"unknown axis (study axes: {', '.join(study['axes'])})")
+        subset = over.get("variants")
+        if subset is not None:
+            for j, v in enumerate(subset):
+                if v not in variants:
+                    fail(["testbeds", tb, "variants", j], f"unknown variant {v!r} (variants: {', '.join(variants)})")
+            for v in subset:
+                base = variants[v].get("baseline", study["baseline"])
+                if base not in subset:
+                    fail(["testbeds", tb, "variants"], f"{v!r} is compared with {base!r}, which is not in the list")
 
 
 def _not_json(obj: Any, path: list) -> tuple[list, str] | None:
@@ -353,6 +362,8 @@ def testbed_settings(study: dict, testbed: str) -> dict:
         "timeout_s": over.get("timeout_s"),
         # Real hosts reboot to change variant: keep a variant's points together within a round.
         "order": over.get("order", "shuffled" if testbed == "sim" else "variant-blocks"),
+        # the variants this testbed runs and reports (default: all of the study's)
+        "variants": list(over.get("variants") or study["variants"]),
         # declared before measuring: "paired" pairs the variants' runs of one round (one boot)
         "analysis": over.get("analysis", "welch"),
         "options": dict(over.get("options") or {}),
@@ -384,10 +395,13 @@ def metrics_for(study: dict, point: dict, testbed: str | None = None) -> list[di
 
 
 def for_testbed(study: dict, testbed: str) -> dict:
-    """The study as one testbed sees it: only the metrics that exist there (`testbeds:`).
-    Tables, comparisons and notebooks work on this view."""
+    """The study as one testbed sees it: only the metrics that exist there (`testbeds:`)
+    and the variants it runs (`testbeds.<tb>.variants`). Tables, comparisons and notebooks
+    work on this view."""
     out = dict(study)
     out["metrics"] = [m for m in study["metrics"] if testbed in (m.get("testbeds") or [testbed])]
+    keep = testbed_settings(study, testbed)["variants"]
+    out["variants"] = {v: d for v, d in study["variants"].items() if v in keep}
     return out
 
 

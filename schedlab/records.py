@@ -19,7 +19,7 @@ def current_definitions(study: dict, testbed: str) -> dict[str, tuple[str, dict]
     """{definition hash: (variant, point)} of every (variant, point) of the study on testbed."""
     return {
         config.sha256(config.definition(study, testbed, v, p)): (v, p)
-        for v in study["variants"]
+        for v in config.testbed_settings(study, testbed)["variants"]
         for p in config.points(study, testbed)
     }
 

@@ -118,7 +118,8 @@ def test_unknown_qemu_option_is_a_config_error():
 
 
 def test_real_hosts_run_a_variants_points_together():
-    st = config.load_study("s0")
+    st = copy.deepcopy(config.load_study("s0"))
+    del st["testbeds"]["qemu"]["variants"]  # all five
     order = plan(st, "qemu", 3)
     npts = len(config.points(st, "qemu"))
     per_round = len(st["variants"]) * npts
@@ -223,3 +224,28 @@ def test_runs_meet_each_stated_design():
             need = runs_needed(d["cv_pct"], d["detect_pct"], d["confidence"], d["power"])
             runs = config.testbed_settings(study, tb)["runs"]
             assert runs >= need, f"{path.name}: testbeds.{tb}: runs {runs} < {int(need)} the design needs"
+
+
+def test_a_testbed_runs_a_subset_of_the_variants_in_the_whole_plans_order(tmp_path):
+    """testbeds.<tb>.variants: the plan keeps the whole plan's order and indices (like
+    run-study --variant, so adding the others later renumbers nothing), the records'
+    definitions and the testbed's view of the study list only those variants; an unknown
+    name, or a variant whose baseline is left out, is an error naming the field."""
+    st = config.load_study("s0")
+    assert config.testbed_settings(st, "qemu")["variants"] == ["base", "yield"]
+    assert config.testbed_settings(st, "sim")["variants"] == list(st["variants"])
+    whole = copy.deepcopy(st)
+    del whole["testbeds"]["qemu"]["variants"]
+    full = plan(whole, "qemu", 7)
+    sub = plan(st, "qemu", 7)
+    assert [e for e in full if e["variant"] in ("base", "yield")] == sub
+    assert list(config.for_testbed(st, "qemu")["variants"]) == ["base", "yield"]
+    text = (config.STUDIES_DIR / "s0.yaml").read_text()
+    for bad, msg in (
+        ("variants: [base, nosuch]", r"field testbeds.qemu.variants.1: unknown variant 'nosuch'"),
+        ("variants: [yield, ppy]", r"field testbeds.qemu.variants: 'yield' is compared with 'base'"),
+    ):
+        p = tmp_path / "s0.yaml"
+        p.write_text(text.replace("variants: [base, yield]", bad))
+        with pytest.raises(config.ConfigError, match=r"s0.yaml:\d+: " + msg):
+            config.load_study(p)

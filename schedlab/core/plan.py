@@ -43,4 +43,8 @@ def plan(study: dict, testbed: str, base_seed: int) -> list[dict]:
             order.append({"variant": v, "point": p, "repetition": rep, "warmup": rep < s["warmup"]})
     for i, entry in enumerate(order):
         entry.update(index=i, plan_size=len(order), plan_seed=plan_seed)
-    return order
+    # a testbed that runs some of the variants (testbeds.<tb>.variants) runs them in the whole
+    # plan's order and indices, like `run-study --variant`, so adding the others later
+    # neither reorders nor renumbers what was measured
+    keep = set(s["variants"])
+    return [e for e in order if e["variant"] in keep]

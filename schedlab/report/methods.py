@@ -310,7 +310,13 @@ def generate(
                 )
                 + f"run seeds derived from the base seed {base_seed} (range {min(seeds)}--{max(seeds)}). "
                 f"Variants, against \\texttt{{{esc(st['baseline'])}}}: "
-                + "; ".join(_variant_line(n, v) for n, v in st["variants"].items())
+                + "; ".join(_variant_line(n, v) for n, v in st["variants"].items() if n in ts["variants"])
+                + (
+                    ""
+                    if len(ts["variants"]) == len(st["variants"])
+                    else "; not run on this testbed: "
+                    + ", ".join(f"\\texttt{{{esc(n)}}}" for n in st["variants"] if n not in ts["variants"])
+                )
                 + f". Power: {power_text(st, tb, runs)}. Raw data \\texttt{{sha256:{side['data_hash'][:16]}}}."
                 + (
                     ""

@@ -52,7 +52,7 @@ def point_manifests(study, testbed):
     s = STUDIES[study]
     return [
         f"{DATA}/runs/{testbed}/{study}/{v}/{pid}.json"
-        for v in s["variants"]
+        for v in sl_config.testbed_settings(s, testbed)["variants"]
         for pid in study_points(study, testbed)
     ]
 

@@ -179,6 +179,20 @@ def test_a_claim_takes_its_weakest_part():
     assert vd.combine([]) == (vd.UNTESTABLE, "no comparison")
 
 
+def test_a_part_whose_variant_a_testbed_does_not_run_says_so():
+    """S0 on qemu runs base and yield only: the parts against pick+push+yield have no value,
+    and the reason names the variant the testbed does not run (not just "no result")."""
+    from schedlab import config
+
+    st = config.load_study("s0")
+    claim = next(c for c in vd.CLAIMS if c.study == "s0")
+    side = _sidecar({"yield/vms-3/throughput/delta": _delta(10.0, 7.0, 13.0, True)})
+    ev = vd.evidence(claim, st, "qemu", side)
+    vs_ppy = [e for p, w, e in ev if p.reference == "ppy"]
+    assert vs_ppy and all(e.value is None and "pick+push+yield not run on this testbed" in e.missing for e in vs_ppy)
+    assert vd.judge(vs_ppy[0]) == (vd.UNTESTABLE, vs_ppy[0].missing)
+
+
 def _sidecar(cells, checks=None, margin=None):
     return {"table": "t", "data_hash": "0" * 64, "margin_pct": margin, "cells": cells, "checks": checks or {}}
 

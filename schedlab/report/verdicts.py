@@ -198,6 +198,7 @@ class Evidence:
     direction: int = 0
     published: float | None = None
     margin_pct: float | None = None
+    missing: str = ""  # why there is no value, when known (e.g. a variant the testbed does not run)
 
 
 def _num(x) -> float:
@@ -213,7 +214,7 @@ def _inside(pub: float, low, high) -> bool:
 def judge(e: Evidence) -> tuple[str, str]:
     """(category, why) for one comparison; the rules are the module's docstring."""
     if e.value is None or math.isnan(_num(e.value)):
-        return UNTESTABLE, "no result"
+        return UNTESTABLE, e.missing or "no result"
     iv = fmt_bracket(e.low, e.high)
     if e.direction == 0:
         margin = f"$\\pm${e.margin_pct:g}\\,\\%" if e.margin_pct else "the margin"
@@ -298,6 +299,7 @@ def evidence(claim: Claim, study: dict, testbed: str, side: dict) -> list[tuple[
     """Every comparison of a claim on one testbed, from that testbed's sidecar."""
     out = []
     metrics = {m["name"] for m in config.for_testbed(study, testbed)["metrics"]}
+    run = set(config.testbed_settings(study, testbed)["variants"])
     for part in claim.parts:
         for point in _points(study, testbed, part.where):
             pid = config.point_id(point)
@@ -319,7 +321,13 @@ def evidence(claim: Claim, study: dict, testbed: str, side: dict) -> list[tuple[
                 axis_value = next(iter(point.values())) if len(point) == 1 else None
                 pub = published_pct(study, metric, part.variant, ref, axis_value) if axis_value is not None else None
                 if c is None:
-                    e = Evidence(part.label, None, direction=direction, published=pub)
+                    absent = [v for v in (part.variant, ref) if v not in run]
+                    missing = (
+                        f"{' and '.join(latex_escape(study['variants'][v]['label']) for v in absent)} not run on this testbed"
+                        if absent
+                        else ""
+                    )
+                    e = Evidence(part.label, None, direction=direction, published=pub, missing=missing)
                 else:
                     margin = c.get("margin_pct") or side.get("margin_pct")
                     e = Evidence(
@@ -350,7 +358,7 @@ def _where(study: dict, where: dict) -> str:
 
 def _item_text(study: dict, part: Part, where: dict, e: Evidence) -> str:
     if e.value is None:
-        return f"{_where(study, where)}: no result"
+        return f"{_where(study, where)}: {e.missing or 'no result'}"
     star = "$^{*}$" if e.significant else ""
     eq = "$^{\\approx}$" if e.equivalent else ""
     pub = f" (published {fmt_signed(e.published)})" if e.published is not None else ""

@@ -776,7 +776,7 @@ PAPER_CAPTION = (
     r"points: for S1 the I/O VM's, otherwise the guest furthest from its qemu share. {agree}: the "
     r"interval overlaps the band fixed beforehand, [{lo}, {hi}] for ratios and $\pm${pp} points for "
     r"shares; {miss}: it does not; {known}: a miss with a reason documented in the model (dom0 is not "
-    r"modelled). ``both 0'': neither side has the event. Blank: not compared in that scenario. "
+    r"modelled; in S0 also the testbed's PAUSE: a real waiter reaches its spin count only beside a spinning or idle pCPU). ``both 0'': neither side has the event. Blank: not compared in that scenario. "
     r"``agree'': of all the case's compared quantities (steals, per-period yields and migrations, every "
     r"guest's share included), how many agree. runs: measured qemu runs with the trace; the sim side "
     r"has {seeds} seeds per case. Every quantity of every case is in \texttt{{table.csv}} and "

@@ -77,39 +77,101 @@ for s, b in binaries.items():
 # One tornado chart per study: a panel per conclusion, a row per swept parameter (largest
 # swing first): the bars run from the shipped effect (black line) to the effect with the
 # parameter at its low (blue) and high (orange) end; a cross marks an end whose outcome differs
-# from the shipped one. The last row is the joint sweep: its points (grey, a cross where the
-# outcome differs) and their range. Equivalence claims: the margin shaded. The axis is
-# symmetric-log where effects span more than ±200 %.
+# from the shipped one. Parameters that leave the effect and outcome exactly as shipped (e.g.
+# another benchmark's) share one row. The last row is the joint sweep: its points (grey, a
+# cross where the outcome differs) and their range. Equivalence claims: the margin shaded. The
+# axis is symmetric-log where effects span more than ±200 %.
+#
+# Sized for the paper: the figure is as wide as the text (`FIG_WIDTH`, included at
+# `\linewidth`, a single panel at its natural size), panels in two columns, the height from the
+# number of rows, so the text prints at `FONT` pt (titles `TITLE` pt) without scaling.
 
 # %%
 LOW, HIGH, JOINT = sns.color_palette()[0], sns.color_palette()[1], "0.45"
+FIG_WIDTH = 6.5  # in: the paper's text width (A4, 2.2 cm margins: 6.53 in)
+FONT, TITLE = 7, 8  # pt, as printed
+ROW = 0.16  # in per bar row (less, down to ROW_MIN, to keep within HEIGHT)
+ROW_MIN = 0.14
+PANEL_EXTRA = 0.75  # in per row of panels: its title (two lines), tick labels, axis label
+FIG_EXTRA = 0.55  # in: the figure's title and the legend
+HEIGHT = 7.3  # in: the most that leaves room for the caption on the page (text height 9.9 in)
+
+
+def short(path):
+    """A parameter's label: its path in the study's sim_workload without `kinds.` (S4's
+    benchmarks) and a closing `.mean` (a distribution's mean; its other fields keep theirs)."""
+    path = path.removeprefix("kinds.")
+    return path.removesuffix(".mean")
+
+
+def panel_rows(plan, ec, x0, out0):
+    """A panel's rows, largest swing first: (label, low row, high row); then one row for the
+    parameters that change nothing (label, None, None)."""
+    rows, still = [], []
+    for p in plan.parameters:
+        lo = ec[(ec.param == p.path) & (ec.side == "low")].iloc[0]
+        hi = ec[(ec.param == p.path) & (ec.side == "high")].iloc[0]
+        ends = [lo, hi]
+        if all(r["effect_pct"] == x0 and r["outcome"] == out0 for r in ends):
+            still.append(p.path)
+            continue
+        swing = np.nanmax([abs(r["effect_pct"] - x0) for r in ends] + [0])
+        rows.append((swing, p.path, lo, hi))
+    rows.sort(key=lambda r: -r[0])
+    out = [(short(path), lo, hi) for _, path, lo, hi in rows]
+    if still:
+        out.append((f"{len(still)} other{'s' if len(still) > 1 else ''}: no change", None, None))
+    return out
+
+
+def decade_label(t, _pos=None):
+    """A decade as plain text at the tick labels' size (10, 100, 1k, 10k): a superscript
+    exponent would print smaller."""
+    a = abs(t)
+    text = f"{a / 1000:g}k" if a >= 1000 else f"{a:g}"
+    return ("\u2212" if t < 0 else "") + text
+
+
+def decades(ax, most=6):
+    """A symmetric-log axis's ticks: 0 and the decades in view, every other one when more than
+    `most` (their labels would collide at this size), labelled by decade_label."""
+    lo, hi = ax.get_xlim()
+    ks = range(1, int(math.log10(max(abs(lo), abs(hi), 10))) + 1)
+    ticks = sorted([-(10.0**k) for k in ks if -(10.0**k) >= lo] + [0.0] + [10.0**k for k in ks if 10.0**k <= hi])
+    if len(ticks) > most:
+        ticks = [t for t in ticks if t == 0 or round(math.log10(abs(t))) % 2 == 0]
+    ax.set_xticks(ticks)
+    ax.xaxis.set_major_formatter(decade_label)
+    ax.xaxis.set_minor_locator(plt.NullLocator())
 
 
 def tornado(study):
     plan, e = sw.studies[study], eff[study]
     n = len(plan.conclusions)
-    ncols = min(n, 3)
+    ncols = 1 if n == 1 else 2
     nrows = math.ceil(n / ncols)
-    h = 0.22 * (len(plan.parameters) + 1) + 0.9
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.1 * ncols, h * nrows), squeeze=False)
-    for ax in axes.flat[n:]:
-        ax.set_visible(False)
-    for ax, c in zip(axes.flat, plan.conclusions):
+    panels = []
+    for c in plan.conclusions:
         ec = e[e.conclusion == c.id]
         ship = ec[ec.kind == "shipped"].iloc[0]
-        x0, out0 = ship["effect_pct"], ship["outcome"]
-        rows = []
-        for p in plan.parameters:
-            lo = ec[(ec.param == p.path) & (ec.side == "low")].iloc[0]
-            hi = ec[(ec.param == p.path) & (ec.side == "high")].iloc[0]
-            swing = np.nanmax([abs(lo["effect_pct"] - x0), abs(hi["effect_pct"] - x0), 0])
-            rows.append((swing, p.path, lo, hi))
-        rows.sort(key=lambda r: -r[0])
-        labels = [r[1] for r in rows] + [f"joint ({int((ec.kind == 'joint').sum())} points)"]
-        y = np.arange(len(labels))[::-1]
-        for yi, (_, _, lo, hi) in zip(y, rows):
+        panels.append((c, ec, ship["effect_pct"], ship["outcome"]))
+    rows = [panel_rows(plan, ec, x0, out0) for _, ec, x0, out0 in panels]
+    # each row of panels as tall as its longest panel (+1: the joint row); the bars equally thick
+    tall = [max(len(r) + 1 for r in rows[i * ncols : (i + 1) * ncols]) for i in range(nrows)]
+    width = FIG_WIDTH if ncols > 1 else FIG_WIDTH / 2 + 0.4
+    row = max(ROW_MIN, min(ROW, (HEIGHT - FIG_EXTRA - PANEL_EXTRA * nrows) / sum(tall)))
+    heights = [row * t + PANEL_EXTRA for t in tall]
+    fig = plt.figure(figsize=(width, sum(heights) + FIG_EXTRA), layout="constrained")
+    # a subfigure per panel: its title centred over the panel, labels included
+    sub = fig.subfigures(nrows, ncols, height_ratios=heights, squeeze=False, wspace=0.02, hspace=0.02).flat
+    for i, ((c, ec, x0, out0), prow, sf) in enumerate(zip(panels, rows, sub)):
+        ax = sf.add_subplot()
+        t = tall[i // ncols]
+        labels = [r[0] for r in prow] + [f"joint ({int((ec.kind == 'joint').sum())} points)"]
+        y = t - 1 - np.arange(len(labels))  # from the top; a shorter panel leaves space below
+        for yi, (_, lo, hi) in zip(y, prow):
             for r, col in ((lo, LOW), (hi, HIGH)):
-                if np.isfinite(r["effect_pct"]):
+                if r is not None and np.isfinite(r["effect_pct"]):
                     ax.barh(yi, r["effect_pct"] - x0, left=x0, height=0.7, color=col, lw=0)
                     if r["outcome"] != out0:
                         ax.plot(r["effect_pct"], yi, "x", color="k", ms=4, mew=1)
@@ -125,23 +187,38 @@ def tornado(study):
             ax.axvspan(-c.margin_pct, c.margin_pct, color="0.85", zorder=0)
         vals = ec["effect_pct"].to_numpy(float)
         vals = vals[np.isfinite(vals)]
+        ax.margins(x=0.06)
         if len(vals) and np.abs(vals).max() > 200:
             ax.set_xscale("symlog", linthresh=10)
-        ax.margins(x=0.06)
-        ax.set_yticks(y, labels, fontsize=6)
-        ax.tick_params(axis="x", labelsize=6)
+            decades(ax)
+        ax.set_ylim(-0.6, t - 0.4)
+        ax.set_yticks(y, labels, fontsize=FONT)
+        if prow and prow[-1][1] is None:  # the parameters that change nothing
+            ax.get_yticklabels()[len(prow) - 1].set_color("0.4")
+        ax.tick_params(axis="x", labelsize=FONT)
+        ax.tick_params(axis="both", pad=1.5)
         robust = rob[study].set_index("conclusion").loc[c.id, "robust"]
-        ax.set_title(f"{c.label}\n{'robust' if robust else 'not robust'} (shipped: {out0})", fontsize=7)
-        ax.set_xlabel("effect, % of the reference", fontsize=6)
+        sf.suptitle(f"{c.label}\n{'robust' if robust else 'not robust'} (shipped: {out0})", fontsize=TITLE)
+        ax.set_xlabel("effect, % of the reference", fontsize=FONT)
         ax.grid(axis="y", visible=False)
-    handles = [Patch(color=LOW, label="low end"),
-               Patch(color=HIGH, label="high end"),
-               Line2D([], [], color="k", marker="x", lw=0, label="outcome differs from shipped")]
-    fig.legend(handles=handles, loc="lower center", ncols=3, fontsize=6, bbox_to_anchor=(0.5, -0.02), frameon=False)
-    fig.suptitle(f"{study.upper()}: {sw.studies[study].study['title']}", fontsize=8)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(out / f"{study}-tornado.pdf", bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None})
-    fig.savefig(out / f"{study}-tornado.png", bbox_inches="tight", dpi=150, metadata={"Software": None})
+    handles = [
+        Patch(color=LOW, label="low end"),
+        Patch(color=HIGH, label="high end"),
+        Line2D([], [], color=JOINT, marker="o", ms=2.5, lw=1, label="joint points, their range"),
+        Line2D([], [], color="k", marker="x", lw=0, label="outcome differs from shipped"),
+    ]
+    if n % ncols:  # the empty slot holds the legend
+        lax = fig.subfigs[-1].add_subplot()
+        lax.axis("off")
+        lax.legend(handles=handles, loc="center", fontsize=FONT, frameon=False)
+    else:
+        fig.legend(
+            handles=handles, loc="outside lower center", ncols=2 if ncols == 1 else 4, fontsize=FONT, frameon=False
+        )
+    fig.suptitle(f"{study.upper()}: {sw.studies[study].study['title']}", fontsize=TITLE + 1)
+    # saved at its size (no tight bounding box): the paper prints it at scale 1
+    fig.savefig(out / f"{study}-tornado.pdf", metadata={"CreationDate": None, "ModDate": None})
+    fig.savefig(out / f"{study}-tornado.png", dpi=150, metadata={"Software": None})
     return fig
 
 
@@ -275,8 +352,8 @@ all_rob = pd.concat(rob.values())
 n_runs = sum(len(r) for r in runs.values())
 data_hash = hashlib.sha256("".join(sorted(runs[s]["run_id"].str.cat(sep="\n") for s in names)).encode()).hexdigest()
 caption = (
-    r"Sensitivity of the sim's conclusions to its uncalibrated workload parameters "
-    r"(\texttt{config/sensitivity.yaml}; calibrated parameters held at their shipped values). "
+    r"Sensitivity of the sim's conclusions to its uncalibrated workload parameters over the ranges in "
+    r"\texttt{config/\allowbreak{}sensitivity.yaml} (calibrated parameters held at their shipped values). "
     rf"Each setting: {sw.seeds} seeds per variant and point; one at a time: each swept parameter at the "
     rf"low and the high end of its range, the others shipped; joint: {sw.joint_points} Latin-hypercube "
     r"points over all of a study's swept parameters. Effect: the variant's mean against the reference's, "

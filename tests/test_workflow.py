@@ -122,6 +122,28 @@ def test_report_marks_every_figure_and_table():
     assert (ROOT / "workflow" / "report" / "workflow.rst").is_file()
 
 
+def test_report_shows_the_validation_and_sensitivity_outputs():
+    """The validation and sensitivity notebooks' figures and tables are in the report as the
+    study notebooks' are: marked with a caption, the tables as HTML made by report-view in the
+    same job, and built by `make report` (report_items)."""
+    rules = {}
+    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
+        rules.update(_rules(smk))
+    for rule, want, table in (
+        ("validation", {"figure.pdf", "figure.png", "table-full.html"}, "{output.table_full} {output.table_full_html}"),
+        ("sensitivity", {"{s}-tornado.{ext}", "table.html"}, "{output.table} {output.table_html}"),
+    ):
+        text = rules[rule]
+        marked = re.findall(r'report\(\s*f?"([^"]+)",\s*caption="([^"]+)"', text)
+        assert {Path(p).name for p, _ in marked} >= want, rule
+        for _, caption in marked:
+            assert (ROOT / "workflow" / "rules" / caption).resolve().is_file(), caption
+        shell = text.split("    shell:", 1)[1]
+        assert f"{{input.view}} table {table} --sidecar {{output.cells}}" in shell, rule
+    assert "rules.validation.output" in rules["report_items"]
+    assert "rules.sensitivity.output" in rules["report_items"]
+
+
 VIEW = ROOT / "workflow" / "scripts" / "report-view"
 
 

@@ -84,7 +84,9 @@ rule run_study:
     params:
         definition=lambda wc: [
             definition_hash(wc.study, wc.testbed, v, pid)
-            for v in sl_config.testbed_settings(STUDIES[wc.study], wc.testbed)["variants"]
+            for v in sl_config.testbed_settings(STUDIES[wc.study], wc.testbed)[
+                "variants"
+            ]
             for pid in study_points(wc.study, wc.testbed)
         ],
         study_file=lambda wc: f"{STUDIES_DIR}/{wc.study}.yaml",

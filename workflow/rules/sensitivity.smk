@@ -6,7 +6,8 @@
 # output); its output is the manifest of the runs of each setting. Records of an unchanged
 # setting, study file and simulator are reused, so a rerun only reads them.
 # sensitivity: the notebook, from the manifests and their records (it never runs the sim):
-# a tornado chart per study, the robustness table, its sidecar and macros.
+# a tornado chart per study, the robustness table, its sidecar and macros; the charts and the
+# table (as HTML, REPORT_VIEW) are in `snakemake --report`.
 
 
 SENS_CONFIG = "config/sensitivity.yaml"
@@ -46,15 +47,29 @@ rule sensitivity:
         studies=[f"{STUDIES_DIR}/{s}.yaml" for s in SENS_STUDIES],
         manifests=[f"{DATA}/runs/sensitivity/{s}.json" for s in SENS_STUDIES],
         code=REPORT_CODE,
+        view=REPORT_VIEW,
     output:
         table="paper/generated/sensitivity/table.tex",
         cells="paper/generated/sensitivity/cells.json",
         macros="paper/generated/sensitivity/macros.tex",
         figures=[
-            f"paper/generated/sensitivity/{s}-tornado.{ext}"
+            report(
+                f"paper/generated/sensitivity/{s}-tornado.{ext}",
+                caption="../report/sensitivity-figure.rst",
+                category="Figures",
+                subcategory="sensitivity",
+                labels={"study": s, "testbed": "sim", "format": ext.upper()},
+            )
             for s in SENS_STUDIES
             for ext in ("pdf", "png")
         ],
+        table_html=report(
+            "paper/generated/sensitivity/table.html",
+            caption="../report/sensitivity-table.rst",
+            category="Tables",
+            subcategory="sensitivity",
+            labels={"sensitivity": "robustness of the sim's conclusions"},
+        ),
         executed=f"{DATA}/derived/notebooks/sensitivity.ipynb",
     log:
         f"{DATA}/logs/notebooks/sensitivity.log",
@@ -70,5 +85,6 @@ rule sensitivity:
     shell:
         "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
         "-p config_path {input.config} -p data_dir {params.data} -p studies_dir {params.studies_dir} "
-        "-p out_dir {params.out_dir}; "
+        "-p out_dir {params.out_dir} "
+        "&& python {input.view} table {output.table} {output.table_html} --sidecar {output.cells}; "
         "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"

@@ -341,9 +341,11 @@ def generate(
     atomic_write(
         out / "dataset.tex",
         "% generated\n\\paragraph{Dataset.} The tables of this paper are derived from raw data with checksum\n"
-        f"\\begin{{center}}\\small\\texttt{{sha256:{h}}}\\end{{center}}\n(the hash of the per-table data hashes: "
+        f"\\begin{{center}}\\small\\texttt{{sha256:{h}}}\\end{{center}}\n"
+        # sloppy: a list of unbreakable hashes whose length depends on the tables reported
+        "{\\sloppy (the hash of the per-table data hashes: "
         + ", ".join(f"{esc(t)} \\texttt{{{d[:12]}}}" for t, d in sorted(hashes))
-        + ").\n",
+        + ").\\par}\n",
     )
 
 

@@ -258,6 +258,17 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
     for name, v in variants.items():
         if "baseline" in v and v["baseline"] not in variants:
             fail(["variants", name, "baseline"], f"unknown variant {v['baseline']!r}")
+    # run-time credit1 parameters persist in a boot: a variant that shares one with another
+    # must set every parameter any of them sets, or it would run with the previous one's
+    set_keys = {k for v in variants.values() for k in ((v.get("xen") or {}).get("sched_credit") or {})}
+    for name, v in variants.items():
+        missing = sorted(set_keys - set((v.get("xen") or {}).get("sched_credit") or {}))
+        if missing:
+            fail(
+                ["variants", name],
+                f"sets no xen.sched_credit {', '.join(missing)} that other variants set at run time "
+                "(a shared boot would keep the previous run's value)",
+            )
     for i, m in enumerate(study["metrics"]):
         for axis, want in (m.get("when") or {}).items():
             if axis not in study["axes"]:

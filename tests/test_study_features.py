@@ -249,3 +249,17 @@ def test_a_testbed_runs_a_subset_of_the_variants_in_the_whole_plans_order(tmp_pa
         p.write_text(text.replace("variants: [base, yield]", bad))
         with pytest.raises(config.ConfigError, match=r"s0.yaml:\d+: " + msg):
             config.load_study(p)
+
+
+def test_run_time_credit1_parameters_are_set_by_every_variant(tmp_path):
+    """A run-time parameter persists in a boot: a variant without it would inherit the last
+    run's value, so every variant must set the keys any variant sets."""
+    text = (config.STUDIES_DIR / "s3.yaml").read_text()
+    p = tmp_path / "s3.yaml"
+    p.write_text(
+        text.replace("xen: {patches: stock, sched_credit: {migration_delay_us: 250}}", "xen: {patches: stock}")
+    )
+    with pytest.raises(
+        config.ConfigError, match=r"s3.yaml:\d+: field variants.d250: sets no xen.sched_credit migration_delay_us"
+    ):
+        config.load_study(p)

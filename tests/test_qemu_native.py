@@ -346,3 +346,25 @@ def test_native_resume_option_decides_suspend_or_fresh_boot():
         runner._leave()
         assert (VM.suspended, VM.killed) == (resume, not resume)
         assert ("k",) in runner._suspended if resume else not runner._suspended
+
+
+def test_a_new_round_boots_native_kernels_afresh_without_native_resume():
+    """native_resume: false makes the boot the replicate: a round that begins with the kernel
+    the last round ended with must not reuse its VM (start_round closes it)."""
+    from schedlab.testbeds.qemu import QemuTestbed
+
+    study = yaml.safe_load((REPO / "config/studies/s2native.yaml").read_text())
+    tb = QemuTestbed(build=False)
+
+    class Native:
+        closed = 0
+
+        def close(self):
+            Native.closed += 1
+
+    tb._native = Native()
+    tb.start_round(study, 1)
+    assert Native.closed == 1
+    study["testbeds"]["qemu"]["options"]["native_resume"] = True
+    tb.start_round(study, 2)
+    assert Native.closed == 1  # resuming kernels keep their VMs across rounds

@@ -374,9 +374,14 @@ class QemuTestbed(Testbed):
                 self.close()
 
     def start_round(self, study: dict, rnd: int) -> None:
-        """run_study starts round `rnd` of the plan: with boot_per_round the next run boots
-        afresh, so no two rounds share a boot."""
-        if self.config(study)["boot_per_round"]:
+        """run_study starts round `rnd` of the plan: with boot_per_round (Xen) or without
+        native_resume (native kernels) the next run boots afresh, so no two rounds share a
+        boot, also where a round ends and the next begins with the same variant."""
+        cfg = self.config(study)
+        if self._is_native(study):
+            if not cfg["native_resume"] and self._native is not None:
+                self._native.close()
+        elif cfg["boot_per_round"]:
             self.close_xen()
 
     def boot_check(self, study: dict, variant: str) -> dict[str, str]:

@@ -31,7 +31,6 @@ migration rate, and that the throughput does not depend on it without caches.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from schedlab.core.testbed import RunFailed, RunResult
@@ -39,7 +38,7 @@ from schedlab.core.testbed import RunFailed, RunResult
 from ..host import Host
 from .lockwork import guests_to_boot, module_params, point_vms, run_lock_vms, vm_names
 from .xentrace import SCHED_ALL_MASK, Trace, no_lost, placement, traced_events
-from .xl import Domains
+from .xl import Domains, parse_sched_credit
 
 DEFAULTS: dict[str, Any] = {
     "burst_duration_s": 10,  # fixed duration of one measurement
@@ -87,8 +86,8 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     secs = sum(r["elapsed_ns"] for r in results.values()) / len(results) / 1e9
     # What credit1 says it uses (xl sched-credit: "Cpupool Pool-0: tslice=30ms ratelimit=1000us
     # migration-delay=1000us"), beside the boot option the testbed checked.
-    m = re.search(r"migration-delay=(\d+)us", counters.get("sched_credit") or "")
-    counters["migration_delay_us"] = int(m.group(1)) if m else None
+    pools = list(parse_sched_credit(counters.get("sched_credit") or "").values())
+    counters["migration_delay_us"] = pools[0]["migration_delay_us"] if pools else None
     counters["trace"] = {k: where[k] for k in ("records", "lost_records", "pcpus", "tsc_span")}
     counters["trace"]["bytes"] = len(trace.data)
     counters["per_vcpu"] = where["per_vcpu"]

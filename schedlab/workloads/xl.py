@@ -62,12 +62,8 @@ def guest_cfg(
 
 
 # credit1's per-pool parameters that `xl sched-credit -s` sets at run time (Xen >= 4.12 for
-# the migration delay), by the study's name -> (xl option, field of its "Cpupool" line).
-SCHED_CREDIT_PARAMS = {
-    "tslice_ms": ("--tslice_ms", "tslice", "ms"),
-    "ratelimit_us": ("--ratelimit_us", "ratelimit", "us"),
-    "migration_delay_us": ("--migration_delay_us", "migration-delay", "us"),
-}
+# the migration delay): the study's name is xl's long option.
+SCHED_CREDIT_PARAMS = ("tslice_ms", "ratelimit_us", "migration_delay_us")
 _POOL_LINE = re.compile(r"^Cpupool (\S+): tslice=(\d+)ms ratelimit=(\d+)us migration-delay=(\d+)us", re.M)
 
 
@@ -92,7 +88,7 @@ def set_sched_credit(host: Host, params: dict[str, int]) -> dict[str, int]:
         raise RunFailed(f"xen.sched_credit: unknown parameter(s) {', '.join(unknown)}")
     argv = ["xl", "sched-credit", "-s"]
     for k, v in sorted(params.items()):
-        argv.append(f"{SCHED_CREDIT_PARAMS[k][0]}={int(v)}")
+        argv.append(f"--{k}={int(v)}")
     try:
         host.run(argv, timeout=60)
         pools = parse_sched_credit(host.run(["xl", "sched-credit", "-s"], timeout=60).stdout)

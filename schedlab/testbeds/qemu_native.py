@@ -52,6 +52,7 @@ from schedlab.targets import TargetError
 from schedlab.testbeds.qemu_host import (
     DEFAULTS,
     HOST_TICKS,
+    accel_argv,
     host_cpu_ticks,
     loopback_host,
     overlay,
@@ -212,10 +213,12 @@ class NativeVM:
             "cat /proc/uptime; "
             # CPUID's hypervisor bit: with it Linux keeps virt_spin_lock on (test-and-set
             # locks) even with PV spinlocks off, so "native" would not be native
-            "grep -qw hypervisor /proc/cpuinfo && echo hypervisor=1 || echo hypervisor=0"
+            "grep -qw hypervisor /proc/cpuinfo && echo hypervisor=1 || echo hypervisor=0; "
+            # the kernel's random id of this boot: records that share a boot say so
+            "cat /proc/sys/kernel/random/boot_id"
         )
         out = self.host.run(["sh", "-c", script], timeout=60).stdout.splitlines()
-        if len(out) < 8:
+        if len(out) < 9:
             raise RunFailed(f"native: unexpected answer to the boot check: {out!r}")
         meta = self.kernel.meta
         info = {
@@ -227,6 +230,7 @@ class NativeVM:
             "paravirt_spinlocks": out[5].strip(),
             "uptime_s": float(out[6].split()[0]),
             "cpu_hypervisor_flag": out[7].strip() == "hypervisor=1",
+            "boot_id": out[8].strip(),
         }
         problems = []
         if info["release"] != meta["kernelrelease"]:
@@ -649,8 +653,10 @@ class NativeRunner:
             "cmdline": vm.info.get("cmdline"),
             "paravirt_spinlocks": vm.info.get("paravirt_spinlocks"),
             "guest_cpu_hypervisor_flag": vm.info.get("cpu_hypervisor_flag"),
+            "guest_boot_id": vm.info.get("boot_id"),
             "native_image": self.image().build_id(),
-            "qemu": machine(cfg),
+            # what QEMU ran: icount forces one TCG thread whatever `accel` says
+            "qemu": {**machine(cfg), "accel": accel_argv(cfg)[1]},
             "host_loadavg": os.getloadavg(),
             # this machine's CPU ticks over the run (steal: a neighbour of this VM slowed TCG)
             **(

@@ -68,17 +68,41 @@ def on_disk(data_dir: Path, study: dict, testbed: str) -> list[Path]:
     return [path for path, _ in _current(data_dir, study, testbed)]
 
 
+def boot_of(record: dict) -> str | None:
+    """Which boot of the testbed a record ran in: the guest's boot id where the record has
+    it; native records written before it prepare each pack once per boot in a fresh
+    temporary directory, so that directory names the boot. None when nothing says."""
+    c = record.get("counters") or {}
+    if c.get("guest_boot_id"):
+        return str(c["guest_boot_id"])
+    dirs = {
+        v.split("/")[2]
+        for v in (c.get("prepared") or {}).values()
+        if isinstance(v, str) and v.startswith("/tmp/") and v.count("/") >= 3
+    }
+    return f"prepared:{dirs.pop()}" if len(dirs) == 1 else None
+
+
+def boot_is_replicate(options: dict) -> bool:
+    """Does the testbed boot afresh at every round, making the boot the replicate?"""
+    return options.get("native_resume") is False or bool(options.get("boot_per_round"))
+
+
 def first_short_point(data_dir: Path, study: dict, testbed: str, need: int = 2) -> str | None:
     """The first (variant/point) with fewer than `need` measured runs on disk (what a
     comparison needs), or None when every point has them."""
     want = {h: f"{v}/{config.point_id(p)}" for h, (v, p) in current_definitions(study, testbed).items()}
-    n = dict.fromkeys(want, 0)
+    # where the boot is the replicate, runs that share a boot count once (the analysis
+    # keeps one of them: report.data.one_run_per_boot)
+    per_boot = boot_is_replicate(config.testbed_settings(study, testbed)["options"])
+    n: dict[str, set] = {h: set() for h in want}
     for _, rec in _current(data_dir, study, testbed):
         if rec is None:
             return None  # `schedlab dataset` names the broken file
         if rec.get("status") == "ok" and not rec.get("warmup") and rec.get("definition_hash") in n:
-            n[rec["definition_hash"]] += 1
-    return next((want[h] for h, k in n.items() if k < need), None)
+            boot = boot_of(rec) if per_boot else None
+            n[rec["definition_hash"]].add(boot or rec["run_id"])
+    return next((want[h] for h, k in n.items() if len(k) < need), None)
 
 
 def select(study: dict, testbed: str, data_dir: Path, base_seed: int) -> dict:

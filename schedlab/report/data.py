@@ -52,6 +52,28 @@ def load_runs(data_dir: Path, testbed: str, study: str, include_warmup: bool = F
     return frame
 
 
+def one_run_per_boot(runs: pd.DataFrame, axes: list[str]) -> tuple[pd.DataFrame, list[dict]]:
+    """Where the boot is the replicate, a (variant, point) gets one sample per boot: a later
+    repetition that ran in a boot an earlier one already used is left out (the record stays
+    in the store). Returns the kept runs and one entry per run left out."""
+    recs = runs.attrs.get("records") or {}
+    seen: dict[tuple, int] = {}
+    drop, excluded = [], []
+    for idx, row in runs.sort_values("repetition").iterrows():
+        boot = records.boot_of(recs.get(row["run_id"]) or {})
+        if boot is None:
+            continue
+        key = (row["variant"], *(row[a] for a in axes), boot)
+        if key in seen:
+            drop.append(idx)
+            excluded.append({"run_id": row["run_id"], "boot": boot, "same_boot_as_repetition": seen[key]})
+        else:
+            seen[key] = int(row["repetition"])
+    kept = runs.drop(index=drop)
+    kept.attrs = runs.attrs
+    return kept, excluded
+
+
 def data_hash(runs: pd.DataFrame) -> str:
     """Hash of the raw data behind a table: the sorted (run id, checksum) pairs."""
     h = hashlib.sha256()

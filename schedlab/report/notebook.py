@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from schedlab import config
+from schedlab import config, records
 from schedlab.core.files import atomic_write
 from schedlab.report import data as rdata
 from schedlab.report.tables import StudyTable, fmt_bracket, fmt_delta, fmt_signed, latex_escape, metric_text
@@ -164,6 +164,11 @@ class StudyContext:
         if config.testbed_settings(self.study, self.testbed)["analysis"] == "paired":
             self.test = "paired"
         self.runs = rdata.load_runs(self.data_dir, self.testbed, self.study_name)
+        settings = config.testbed_settings(self.study, self.testbed)
+        # The boot is the replicate where every round boots afresh: one sample per boot.
+        self.excluded: list[dict] = []
+        if records.boot_is_replicate(settings["options"]):
+            self.runs, self.excluded = rdata.one_run_per_boot(self.runs, list(settings["axes"]))
         # pandas deep-copies `attrs` into every frame an operation returns; with the records
         # there that copying was most of a notebook's run time. They are only read: shared.
         self.runs.attrs["records"] = SharedRecords(self.runs.attrs.get("records") or {})
@@ -382,8 +387,10 @@ class StudyContext:
 
     def finish(self, extra_macros: dict[str, str] | None = None) -> dict:
         macros = {**self.comparison_macros(), **self.setup_macros(), **self.check_macros}
+        excluded = getattr(self, "excluded", [])  # set by __post_init__; contexts built around a table have none
+        macros["excluded/sharedboot"] = str(len(excluded))
         if self.figure_caption:
             macros["figure/caption"] = self.figure_caption
-        side = self.table.write({**macros, **(extra_macros or {})}, self.checks)
+        side = self.table.write({**macros, **(extra_macros or {})}, self.checks, excluded)
         atomic_write(self.out_dir / f"{self.testbed}-setup.tex", self.setup_tex())
         return side

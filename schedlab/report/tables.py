@@ -572,10 +572,16 @@ class StudyTable:
             rf"\texttt{{sha256:{self.hash[:16]}}}."
         )
 
-    def write(self, extra_macros: dict[str, str] | None = None, checks: dict[str, dict] | None = None) -> dict:
+    def write(
+        self,
+        extra_macros: dict[str, str] | None = None,
+        checks: dict[str, dict] | None = None,
+        excluded: list[dict] | None = None,
+    ) -> dict:
         """Write <testbed>-table.tex, <testbed>-cells.json and <testbed>-macros.tex.
         checks: comparisons outside the table (StudyContext.check), kept in the sidecar
-        beside its cells, traceable to their runs like them."""
+        beside its cells, traceable to their runs like them; excluded: runs of the current
+        definition the analysis left out, each with its reason."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         label = f"tab:{self.table_id}"
         tex = latex_table(self.latex(), self.caption(), label)
@@ -595,6 +601,7 @@ class StudyTable:
             "command": f"snakemake -c2 paper/generated/{self.study['study']}/{self.testbed}-table.tex",
             "cells": self.cells,
             "checks": checks or {},
+            "excluded": excluded or [],
         }
         atomic_write(self.out_dir / f"{self.testbed}-table.tex", tex)
         sidecar = write_sidecar(self.out_dir / f"{self.testbed}-cells.json", sidecar)

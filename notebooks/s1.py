@@ -80,6 +80,14 @@ for v in ctx.study["variants"]:
         for m in ("throughput_mbps", "latency_us"):
             x = runs[(runs.variant == v) & (runs["mode"] == mode)][m]
             macros[f"cv/{v}/{mode}/{m}"] = f"{100 * x.std() / x.mean():.0f}"  # run-to-run CV, %
+# The stream's data in flight during one co-run wait of the bug (its co-run rate times its
+# co-run request/response latency): a wait cuts throughput only where this exceeds the TCP
+# window. The same product at the seed's 1 GbE from its published numbers, for comparison.
+macros["inflight/bug/kb"] = f"{mean('bug', 'corun', 'throughput_mbps') / 8 * mean('bug', 'corun', 'latency_us') / 1e3:.0f}"
+pub = ctx.study.get("published") or {}
+if "throughput_mbps" in pub and "latency_us" in pub:
+    seed_kb = pub["throughput_mbps"]["bug"]["alone"] / 8 * pub["latency_us"]["bug"]["corun"] / 1e3
+    macros["inflight/seed/mb"] = f"{seed_kb / 1e3:.0f}"
 macros
 
 # %% [markdown]

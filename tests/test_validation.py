@@ -135,6 +135,12 @@ def test_qemu_counts_take_out_dom0_and_idle_guests():
     assert c["cpu_s"] == {"vm0": 30.0, "vm1": 10.0} and c["guest_s"] == 3.0
     assert V.shares(c, ["vm0", "vm1"]) == {"vm0": 75.0, "vm1": 25.0}
     assert V.qemu_counts({"counters": {}}, sc) is None
+    # S1's guest time: dom0's clock around the traced measurement, where the record has it
+    sc1 = {"domains": {"lock1": "vm0"}, "qemu": {"guest_time": "trace_window"}}
+    rec["counters"]["trace_window_guest_s"] = 41.5
+    assert V.qemu_counts(rec, sc1)["guest_s"] == 41.5
+    del rec["counters"]["trace_window_guest_s"]
+    assert V.qemu_counts(rec, sc1)["guest_s"] is None
 
 
 def test_ratio_interval_and_band():

@@ -151,8 +151,12 @@ def load(path: str | os.PathLike = DEFAULT_PATH) -> dict:
         for j, p in enumerate(pts):
             if not isinstance(p, dict) or set(p) != set(axes):
                 raise _bad(path, f"{w}.qemu.points[{j}]", f"must give the axes {sorted(axes)} of {study}, got {p!r}")
-        if q.get("guest_time") not in (None, "lockmod_elapsed"):
-            raise _bad(path, f"{w}.qemu.guest_time", f"must be lockmod_elapsed or null, got {q.get('guest_time')!r}")
+        if q.get("guest_time") not in (None, "lockmod_elapsed", "trace_window"):
+            raise _bad(
+                path,
+                f"{w}.qemu.guest_time",
+                f"must be lockmod_elapsed, trace_window or null, got {q.get('guest_time')!r}",
+            )
         doms = _need(sc, "domains", dict, path, w)
         if not doms or not all(isinstance(k, str) and isinstance(v, str) for k, v in doms.items()):
             raise _bad(path, f"{w}.domains", "must map qemu guest names to sim domain names")
@@ -253,6 +257,10 @@ def qemu_counts(rec: dict, sc: dict) -> dict | None:
     if sc["qemu"].get("guest_time") == "lockmod_elapsed":
         el = [float(v["elapsed_ns"]) / 1e9 for k, v in (c.get("per_vm") or {}).items() if k in by_vm]
         guest_s = max(el) if el else None
+    elif sc["qemu"].get("guest_time") == "trace_window":
+        # dom0's clock around the traced measurement (records from 2026-11-24 on)
+        g = c.get("trace_window_guest_s")
+        guest_s = float(g) if g else None
     return {"events": out, "cpu_s": cpu, "guest_s": guest_s}
 
 

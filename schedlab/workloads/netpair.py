@@ -105,7 +105,13 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
 
     trace = Trace(h, pages=int(opts["trace_pages"]), mask=SCHED_ALL_MASK) if opts["sched_trace"] else None
     with trace if trace is not None else contextlib.nullcontext():
+        g0 = guest_clock(h)
         t_cpu0, w0, tpj, lat, t_cpu1 = _measure(h, doms, opts, dur)
+        g1 = guest_clock(h)
+    # dom0's clock around the measurement: under icount, the guest time the trace spans
+    # (per-period rates need it; the host's wall time would mislead)
+    if g0 is not None and g1 is not None:
+        counters["trace_window_guest_s"] = round(g1 - g0, 3)
     if trace is not None:
         counters["sched_events"] = traced_events(trace, doms, ["io", "cpu"], "S1", opts)
     recv = tpj["end"]["sum_received"]["bits_per_second"] / 1e6
@@ -124,6 +130,14 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     if opts["fresh_guests"]:
         doms.destroy_all()
     return RunResult(metrics={"throughput_mbps": round(recv, 2), "latency_us": round(lat_us, 1)}, counters=counters)
+
+
+def guest_clock(h: Host) -> float | None:
+    """dom0's wall clock in seconds (guest time), or None if it cannot be read."""
+    try:
+        return float(h.run(["date", "+%s.%N"], timeout=60).stdout.strip())
+    except ValueError:
+        return None
 
 
 def _measure(h: Host, doms: Domains, opts: dict, dur: int):

@@ -101,9 +101,12 @@ macros = {  # ncmp, nsig: StudyContext.comparison_macros
     "margin": f"{margin:g}",
 }
 pv = cmp[cmp["variant"] == "pv_y"]
-macros["pvy/nequiv"] = str(int((pv["equivalent"] == True).sum()))  # noqa: E712
-macros["pvy/n"] = str(len(pv))
-macros["pvy/maxabs"] = f"{pv['pct'].abs().max():.1f}"
+if len(pv):  # a testbed may run the A/A pair first (testbeds.<tb>.variants)
+    macros["pvy/nequiv"] = str(int((pv["equivalent"] == True).sum()))  # noqa: E712
+    macros["pvy/n"] = str(len(pv))
+    macros["pvy/maxabs"] = f"{pv['pct'].abs().max():.1f}"
+if ctx.excluded:  # runs that shared a boot with an earlier repetition (listed in the sidecar)
+    macros["excluded"] = str(len(ctx.excluded))
 # the A/A pair (same kernel, nopvspin changes nothing with =n): the noise floor
 aa = cmp[cmp["variant"] == "pv_n_nopvspin"]
 macros["aa/maxabs"] = f"{aa['pct'].abs().max():.1f}"
@@ -112,6 +115,9 @@ half = np.maximum(aa["pct"] - aa["pct_low"], aa["pct_high"] - aa["pct"]).max()
 macros["aa/maxhalf"] = f"{half:.1f}" if np.isfinite(half) else r"$\infty$"
 macros["aa/nsig"] = str(int(aa["significant"].sum()))
 macros["aa/n"] = str(len(aa))
+macros["aa/nequiv"] = str(int((aa["equivalent"] == True).sum()))  # noqa: E712
+# boots per kernel and point (the replicate): the smallest count in the table
+macros["aa/boots"] = str(int(runs.groupby(["variant", *ctx.axes]).size().min()))
 macros
 
 # %%

@@ -38,6 +38,8 @@ _ARG_COMMANDS = (
     "include",
     "includegraphics",
     "IfReported",
+    "IfValue",  # its first argument is a macro key, like \sv's
+    "IfValidation",
     "testbedresults",
     "begin",
     "end",
@@ -105,6 +107,7 @@ def test_the_typed_number_checker():
     )
     assert not typed_numbers(r"\IfReported{s0@qemu}{text}{other}") and typed_numbers(r"\IfReported{s0@qemu}{3 runs}{}")
     assert not typed_numbers(r"\testbedresults{s0}{sim}{a short title}")
+    assert not typed_numbers(r"\IfValue{v/vms-2/x}{text}{}") and typed_numbers(r"\IfValue{v/x}{2 VMs}{}")
     assert typed_numbers(r"\testbedresults{s0}{sim}{with 4 VMs}")
     assert not typed_numbers(r"\includegraphics[width=0.8\linewidth]{generated/s0/sim-figure.pdf}")
     assert typed_numbers(r"\emph{12 VMs}")

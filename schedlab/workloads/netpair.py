@@ -106,7 +106,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     trace = Trace(h, pages=int(opts["trace_pages"]), mask=SCHED_ALL_MASK) if opts["sched_trace"] else None
     with trace if trace is not None else contextlib.nullcontext():
         g0 = guest_clock(h)
-        t_cpu0, w0, tpj, lat, t_cpu1 = _measure(h, doms, opts, dur)
+        t_cpu0, w0, tpj, lat, t_cpu1, t_mid = _measure(h, doms, opts, dur)
         g1 = guest_clock(h)
     # dom0's clock around the measurement: under icount, the guest time the trace spans
     # (per-period rates need it; the host's wall time would mislead)
@@ -118,6 +118,12 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     lat_us, pct = parse_sockperf(lat.stdout + lat.stderr)
     counters["window_seconds"] = round(time.monotonic() - w0, 1)  # host wall time of cpu_seconds
     counters["cpu_seconds"] = {k: round(t_cpu1.get(k, 0) - v, 2) for k, v in t_cpu0.items()}
+    # the stream's and the request/response phase's share of it (a model of the guest's CPU per
+    # segment and per transaction needs them apart)
+    counters["cpu_seconds_by_phase"] = {
+        "stream": {k: round(t_mid.get(k, 0) - v, 2) for k, v in t_cpu0.items()},
+        "rr": {k: round(t_cpu1.get(k, 0) - t_mid.get(k, 0), 2) for k in t_cpu0},
+    }
     counters["latency_percentiles_us"] = pct
     counters["throughput_sent_mbps"] = round(tpj["end"]["sum_sent"]["bits_per_second"] / 1e6, 2)
     counters["retransmits"] = tpj["end"]["sum_sent"].get("retransmits")
@@ -142,7 +148,7 @@ def guest_clock(h: Host) -> float | None:
 
 def _measure(h: Host, doms: Domains, opts: dict, dur: int):
     """iperf3 then sockperf from dom0 against the I/O guest; (CPU times before, wall start,
-    iperf3's JSON, sockperf's output, CPU times after)."""
+    iperf3's JSON, sockperf's output, CPU times after, CPU times between the two)."""
     t_cpu0, w0 = doms.cpu_times(), time.monotonic()
     client = ["taskset", "-c", "0"]  # dom0 has one vCPU (pinned to dom0_pcpu)
     window = ["-w", str(opts["stream_window"])] if opts.get("stream_window") else []
@@ -156,6 +162,7 @@ def _measure(h: Host, doms: Domains, opts: dict, dur: int):
         raise RunFailed("iperf3: output is not JSON:\n" + tp.stdout[-2000:]) from None
     if "error" in tpj:
         raise RunFailed(f"iperf3: {tpj['error']}")
+    t_cpu_mid = doms.cpu_times()  # between the phases: each phase's CPU per domain
     lat = h.run(
         [
             *client,
@@ -173,7 +180,7 @@ def _measure(h: Host, doms: Domains, opts: dict, dur: int):
         ],
         timeout=min(opts["run_timeout_s"], dur + 120),
     )
-    return t_cpu0, w0, tpj, lat, doms.cpu_times()
+    return t_cpu0, w0, tpj, lat, doms.cpu_times(), t_cpu_mid
 
 
 def parse_sockperf(text: str) -> tuple[float, dict[str, float]]:

@@ -37,15 +37,11 @@ import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from schedlab import config
-from schedlab.report.notebook import repo_root
+from schedlab.report.notebook import mechanism_setup
 from schedlab.report.tables import write_macros
 from schedlab.testbeds import sim
 
-root = repo_root()
-study = config.load_study(root / studies_dir / "s0.yaml")
-out = (root / out_dir).resolve()
-out.mkdir(parents=True, exist_ok=True)
+study, out = mechanism_setup("s0", studies_dir, out_dir)
 VMS, DURATIONS_S = 2, (0.3, 1.0, 3.0)
 # (key, label, variants.*.sim): the study's base and yield variants, and PV spinlocks (spin, poll, kick)
 VARIANTS = [

@@ -37,14 +37,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from schedlab import config
-from schedlab.report.notebook import repo_root
+from schedlab.report.notebook import mechanism_setup
 from schedlab.report.tables import write_macros
 from schedlab.testbeds import sim
 
-root = repo_root()
-study = config.load_study(root / studies_dir / "s1.yaml")
-out = (root / out_dir).resolve()
-out.mkdir(parents=True, exist_ok=True)
+study, out = mechanism_setup("s1", studies_dir, out_dir)
 SCENARIO = "rr"  # S1's request/response scenario: one transaction in flight, so every wake waits on the wake path
 DURATIONS_S = (0.3, 1.0, 3.0)  # the bug variant's run is lengthened until the trace holds a complete chain
 LENGTH_MS, LEAD_MS = 40.0, 1.0  # window: from LEAD_MS before the chain's kick-away, LENGTH_MS long

@@ -394,3 +394,14 @@ class StudyContext:
         side = self.table.write({**macros, **(extra_macros or {})}, self.checks, excluded)
         atomic_write(self.out_dir / f"{self.testbed}-setup.tex", self.setup_tex())
         return side
+
+
+def mechanism_setup(study_name: str, studies_dir: str, out_dir: str) -> tuple[dict, Path]:
+    """The study file and the output folder (created) of a mechanism notebook (mechanism, s1mechanism), which
+    runs the simulator itself instead of reading records as StudyContext does; the notebook's `studies_dir`
+    and `out_dir` parameters are relative to the repository root, wherever the kernel runs (repo_root)."""
+    root = repo_root()
+    study = config.load_study(root / studies_dir / f"{study_name}.yaml")
+    out = (root / out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    return study, out

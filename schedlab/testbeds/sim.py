@@ -171,6 +171,17 @@ def _s0_metrics(study, res, point, wl):
     return ({"time_s": sum(times) / len(times), "throughput": sum(100000.0 / t for t in times)}, {"time_s": times})
 
 
+def _dom0(opt: dict, vcpus: int, **rest) -> dict:
+    """dom0 as a scenario domain, shared by its two models (S1's netback, S4's housekeeping): weight from the
+    option's `weight` (default 256, Xen's default); `rest` (affinity, home node, workload) follows in order."""
+    return {"name": "dom0", "vcpus": vcpus, "weight": int(opt.get("weight", 256)), **rest}
+
+
+def _node_cpus(node: int, per: int) -> list[int]:
+    """The pCPUs of NUMA node `node`, `per` to a node (numbered node by node)."""
+    return list(range(node * per, (node + 1) * per))
+
+
 _NETBACK_KEYS = ("rx_us", "rx_per_kb_us", "tx_us")
 
 
@@ -194,13 +205,7 @@ def _netback_domain(wl: dict, host: dict) -> dict | None:
         raise ConfigError("study file: `sim_workload.netback` needs `sim_workload.host.irq_cpu` (dom0's pCPU)")
     w = {"kind": "netback"}
     w.update({k: nb[k] for k in _NETBACK_KEYS if k in nb})
-    return {
-        "name": "dom0",
-        "vcpus": 1,
-        "weight": int(nb.get("weight", 256)),
-        "hard_affinity": [host["irq_cpu"]],
-        "workload": w,
-    }
+    return _dom0(nb, 1, hard_affinity=[host["irq_cpu"]], workload=w)
 
 
 def _s1(study, variant, sim, wl, point, seed):
@@ -347,15 +352,9 @@ def _dom0_domain(wl: dict, nodes: int, per: int) -> dict | None:
     io = d0["io"]
     if not isinstance(io, dict) or float(io.get("p", 0)) <= 0:
         raise ConfigError("study file: `sim_workload.dom0.io` must give p > 0 (dom0 waits between its bursts)")
-    d = {
-        "name": "dom0",
-        "vcpus": int(d0["vcpus"]),
-        "weight": int(d0.get("weight", 256)),
-        "home_node": node,
-        "workload": {"kind": "loop", "compute_us": d0["compute_us"], "io": io},
-    }
+    d = _dom0(d0, int(d0["vcpus"]), home_node=node, workload={"kind": "loop", "compute_us": d0["compute_us"], "io": io})
     if d0.get("pinned", True):
-        d["hard_affinity"] = list(range(node * per, (node + 1) * per))
+        d["hard_affinity"] = _node_cpus(node, per)
     return d
 
 
@@ -377,7 +376,7 @@ def _s4(study, variant, sim, wl, point, seed):
         doms = []
         for i in range(n):
             node = homes[i]  # default: libxl-style placement, VMs alternate between nodes
-            cpus = list(range(node * per, (node + 1) * per))
+            cpus = _node_cpus(node, per)
             d = {"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "home_node": node, "workload": kw}
             if placement == "pinned":
                 d["hard_affinity"] = cpus

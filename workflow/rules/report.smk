@@ -119,6 +119,7 @@ rule mechanism:
         study=f"{STUDIES_DIR}/s0.yaml",
         sim="sim/build/credit1sim",
         code="schedlab/testbeds/sim.py",
+        report_code=REPORT_CODE,
         view=REPORT_VIEW,
     output:
         figure=report(
@@ -160,6 +161,7 @@ rule s1mechanism:
         study=f"{STUDIES_DIR}/s1.yaml",
         sim="sim/build/credit1sim",
         code="schedlab/testbeds/sim.py",
+        report_code=REPORT_CODE,
         view=REPORT_VIEW,
     output:
         figure=report(

@@ -121,6 +121,7 @@ class FakeDomains:
 
     def __init__(self, lines):
         self.lines, self.created, self.sent = lines, {}, []
+        self.host = FakeHost()  # dom0, as xl.Domains has it
 
     def destroy_all(self, keep=()):
         pass
@@ -164,12 +165,17 @@ class FakeDomains:
 
 
 class FakeHost:
+    clock = 1000.0  # dom0's `date +%s.%N`: 12.5 s pass between two reads
+
     def run(self, argv, timeout=60, check=True):
         class R:
             stdout = "Name ID VCPU CPU State Time(s) Affinity (Hard / Soft)\n"
             stderr = ""
             returncode = 0
 
+        if argv[:1] == ["date"]:
+            FakeHost.clock += 12.5
+            R.stdout = f"{FakeHost.clock:.9f}\n"
         return R()
 
 

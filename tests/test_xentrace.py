@@ -133,6 +133,7 @@ def test_bursts_metrics_from_results_and_trace(monkeypatch):
     assert r.metrics["throughput"] == pytest.approx(2000 + 1000)
     assert r.metrics["migrations"] == pytest.approx(2 / 10.0)  # 2 migrations in a 10 s run
     assert r.counters["per_vcpu"]["lock1/0"]["migrations"] == 2
+    assert r.counters["trace_window_guest_s"] == 12.5  # dom0's clock around the trace
     assert "sleep_us=1000" in doms.created["lock1"] and "lockmod.flavour=none" in doms.created["lock1"]
     # a trace that lost records is not data
     lost = struct.pack("<IQIIII", 0x0001F001 | 4 << 28 | 1 << 31, 700, 5, 0, 0, 0)

@@ -19,7 +19,7 @@ from typing import Any
 from schedlab.core.testbed import RunFailed, RunResult
 
 from ..host import Host
-from .xentrace import SCHED_ALL_MASK, Trace, traced_events
+from .xentrace import SCHED_ALL_MASK, Trace, guest_clock, traced_events
 from .xl import Domains, guest_cfg
 
 DEFAULTS: dict[str, Any] = {
@@ -136,14 +136,6 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     if opts["fresh_guests"]:
         doms.destroy_all()
     return RunResult(metrics={"throughput_mbps": round(recv, 2), "latency_us": round(lat_us, 1)}, counters=counters)
-
-
-def guest_clock(h: Host) -> float | None:
-    """dom0's wall clock in seconds (guest time), or None if it cannot be read."""
-    try:
-        return float(h.run(["date", "+%s.%N"], timeout=60).stdout.strip())
-    except ValueError:
-        return None
 
 
 def _measure(h: Host, doms: Domains, opts: dict, dur: int):

@@ -270,3 +270,11 @@ def no_lost(result: dict[str, Any], what: str, opts: dict) -> dict[str, Any]:
             f"{what}: xentrace lost {result['lost_records']} records (raise trace_pages, now {opts['trace_pages']})"
         )
     return result
+
+
+def guest_clock(h: Host) -> float | None:
+    """dom0's wall clock in seconds (guest time), or None if it cannot be read."""
+    try:
+        return float(h.run(["date", "+%s.%N"], timeout=60).stdout.strip())
+    except ValueError:
+        return None

@@ -105,8 +105,6 @@ if len(pv):  # a testbed may run the A/A pair first (testbeds.<tb>.variants)
     macros["pvy/nequiv"] = str(int((pv["equivalent"] == True).sum()))  # noqa: E712
     macros["pvy/n"] = str(len(pv))
     macros["pvy/maxabs"] = f"{pv['pct'].abs().max():.1f}"
-if ctx.excluded:  # runs that shared a boot with an earlier repetition (listed in the sidecar)
-    macros["excluded"] = str(len(ctx.excluded))
 # the A/A pair (same kernel, nopvspin changes nothing with =n): the noise floor
 aa = cmp[cmp["variant"] == "pv_n_nopvspin"]
 macros["aa/maxabs"] = f"{aa['pct'].abs().max():.1f}"

@@ -161,10 +161,10 @@ class StudyContext:
         if self.margin_pct is None:
             self.margin_pct = self.study.get("equivalence_margin_pct")
         # the analysis the study file declared for this testbed before measuring
-        if config.testbed_settings(self.study, self.testbed)["analysis"] == "paired":
+        settings = config.testbed_settings(self.study, self.testbed)
+        if settings["analysis"] == "paired":
             self.test = "paired"
         self.runs = rdata.load_runs(self.data_dir, self.testbed, self.study_name)
-        settings = config.testbed_settings(self.study, self.testbed)
         # The boot is the replicate where every round boots afresh: one sample per boot.
         self.excluded: list[dict] = []
         if records.boot_is_replicate(settings["options"]):
@@ -388,7 +388,8 @@ class StudyContext:
     def finish(self, extra_macros: dict[str, str] | None = None) -> dict:
         macros = {**self.comparison_macros(), **self.setup_macros(), **self.check_macros}
         excluded = getattr(self, "excluded", [])  # set by __post_init__; contexts built around a table have none
-        macros["excluded/sharedboot"] = str(len(excluded))
+        if excluded:  # only then: the text says so with \IfValue
+            macros["excluded/sharedboot"] = str(len(excluded))
         if self.figure_caption:
             macros["figure/caption"] = self.figure_caption
         side = self.table.write({**macros, **(extra_macros or {})}, self.checks, excluded)

@@ -46,7 +46,7 @@ from typing import Any
 from schedlab.core.testbed import RunFailed, RunResult
 
 from ..host import Host
-from .xentrace import SCHED_ALL_MASK, Trace, guest_clock, traced_events
+from .xentrace import SCHED_ALL_MASK, Trace, guest_span, traced_events
 from .xl import Domains, guest_cfg
 
 FLAVOURS = ("ticket", "spin-yield", "kernel", "none")
@@ -239,9 +239,11 @@ def trigger(
     token = f"{seed:08x}{hashlib.sha256(str(time.time_ns()).encode()).hexdigest()[:6]}"
     line = f"{word} {token}" + (f" {args}" if args else "")
     ttys = doms.console_ttys(names)
-    with doms.follow_consoles(names) as follow, during() if during else contextlib.nullcontext():
-        # dom0's clock: under icount the guest time the `during` context (a trace) spans
-        g0 = guest_clock(doms.host) if during else None
+    with (
+        doms.follow_consoles(names) as follow,
+        during() if during else contextlib.nullcontext(),
+        guest_span(doms.host, counters) if during else contextlib.nullcontext(),
+    ):
         t_cpu0, w0 = doms.cpu_times(), time.monotonic()
         doms.console_send(ttys, line)
         w1 = time.monotonic()
@@ -253,9 +255,6 @@ def trigger(
         )
         w2 = time.monotonic()
         counters["trigger_resent"] = dict(getattr(follow, "nudges", {}) or {})
-        g1 = guest_clock(doms.host) if during else None
-    if g0 is not None and g1 is not None:
-        counters["trace_window_guest_s"] = round(g1 - g0, 3)
     window = time.monotonic() - w0
     t_cpu1 = doms.cpu_times()
     counters["trigger_seconds"] = round(w1 - w0, 2)  # the ssh + printf into the consoles

@@ -19,7 +19,7 @@ from typing import Any
 from schedlab.core.testbed import RunFailed, RunResult
 
 from ..host import Host
-from .xentrace import SCHED_ALL_MASK, Trace, guest_clock, traced_events
+from .xentrace import SCHED_ALL_MASK, Trace, guest_span, traced_events
 from .xl import Domains, guest_cfg
 
 DEFAULTS: dict[str, Any] = {
@@ -104,14 +104,8 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
             raise RunFailed(f"S1: weight of {role} is {m.group(1) if m else '?'}, wanted {opts['weights'][role]}")
 
     trace = Trace(h, pages=int(opts["trace_pages"]), mask=SCHED_ALL_MASK) if opts["sched_trace"] else None
-    with trace if trace is not None else contextlib.nullcontext():
-        g0 = guest_clock(h)
+    with trace if trace is not None else contextlib.nullcontext(), guest_span(h, counters):
         t_cpu0, w0, tpj, lat, t_cpu1, t_mid = _measure(h, doms, opts, dur)
-        g1 = guest_clock(h)
-    # dom0's clock around the measurement: under icount, the guest time the trace spans
-    # (per-period rates need it; the host's wall time would mislead)
-    if g0 is not None and g1 is not None:
-        counters["trace_window_guest_s"] = round(g1 - g0, 3)
     if trace is not None:
         counters["sched_events"] = traced_events(trace, doms, ["io", "cpu"], "S1", opts)
     recv = tpj["end"]["sum_received"]["bits_per_second"] / 1e6

@@ -27,6 +27,7 @@ Definitions (the sim's, schedlab/testbeds/sim.py and sim/src/credit.c):
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections import defaultdict
 from collections.abc import Iterator
@@ -278,3 +279,14 @@ def guest_clock(h: Host) -> float | None:
         return float(h.run(["date", "+%s.%N"], timeout=60).stdout.strip())
     except ValueError:
         return None
+
+
+@contextlib.contextmanager
+def guest_span(h: Host, counters: dict) -> Iterator[None]:
+    """Time the block by dom0's clock: under icount the guest time a trace spans, which
+    per-period rates need (the host's wall time would mislead); `trace_window_guest_s`."""
+    g0 = guest_clock(h)
+    yield
+    g1 = guest_clock(h)
+    if g0 is not None and g1 is not None:
+        counters["trace_window_guest_s"] = round(g1 - g0, 3)

@@ -73,21 +73,47 @@ def mean(v, mode, m):
 macros = {}
 for v in ctx.study["variants"]:
     for mode in ctx.runs["mode"].unique():
-        macros[f"tput/{v}/{mode}"] = f"{mean(v, mode, 'throughput_mbps'):.0f}"
+        macros[f"tput/{v}/{mode}"] = f"{mean(v, mode, 'throughput_mbps'):.3g}"  # qemu: a few Mbit/s
         macros[f"lat/{v}/{mode}"] = f"{mean(v, mode, 'latency_us'):.0f}"
     macros[f"collapse/{v}"] = f"{mean(v, 'alone', 'throughput_mbps') / mean(v, 'corun', 'throughput_mbps'):.1f}"
     for mode in ctx.runs["mode"].unique():
         for m in ("throughput_mbps", "latency_us"):
             x = runs[(runs.variant == v) & (runs["mode"] == mode)][m]
             macros[f"cv/{v}/{mode}/{m}"] = f"{100 * x.std() / x.mean():.0f}"  # run-to-run CV, %
-# The stream's data in flight during one co-run wait of the bug (its co-run rate times its
-# co-run request/response latency): a wait cuts throughput only where this exceeds the TCP
-# window. The same product at the seed's 1 GbE from its published numbers, for comparison.
-macros["inflight/bug/kb"] = f"{mean('bug', 'corun', 'throughput_mbps') / 8 * mean('bug', 'corun', 'latency_us') / 1e3:.0f}"
+# The stream's data during one co-run wait of the bug (its alone rate times the bug's co-run
+# request/response latency): a wait cuts throughput only where this exceeds the TCP window.
+# The same product at the seed's 1 GbE from its published numbers, for comparison.
+macros["inflight/bug/kb"] = f"{mean('bug', 'alone', 'throughput_mbps') / 8 * mean('bug', 'corun', 'latency_us') / 1e3:.0f}"
 pub = ctx.study.get("published") or {}
 if "throughput_mbps" in pub and "latency_us" in pub:
     seed_kb = pub["throughput_mbps"]["bug"]["alone"] / 8 * pub["latency_us"]["bug"]["corun"] / 1e3
     macros["inflight/seed/mb"] = f"{seed_kb / 1e3:.0f}"
+# The stream's window as the records give it (iperf3 -w and the socket buffers the kernel set);
+# one value per study definition, so a mix is an error, not a footnote.
+recs = list((runs.attrs.get("records") or {}).values())
+windows = {(r.get("counters") or {}).get("stream_window") for r in recs}
+if windows - {None}:
+    if len(windows) != 1:
+        raise ValueError(f"{study}: records with different stream windows: {sorted(map(str, windows))}")
+    macros["setup/window"] = windows.pop()
+    bufs = {(r["counters"].get("stream_sock_bufsize") or {}).get("rcvbuf_actual") for r in recs}
+    if len(bufs) == 1 and None not in bufs:
+        macros["setup/rcvbuf-kb"] = f"{bufs.pop() / 1024:.0f}"
+# The I/O VM's CPU time in the stream phase over the stream's length (an upper bound of its
+# busy share: the phase also holds iperf3's connection setup): above half a pCPU it is short
+# of CPU co-run under either wake path, since credit1 gives each of the two VMs half.
+from schedlab import config
+from schedlab.workloads.netpair import DEFAULTS as NETPAIR
+
+stream_s = float(config.testbed_settings(ctx.study, testbed)["options"].get("duration_s", NETPAIR["duration_s"]))
+for v in ctx.study["variants"]:
+    busy = [
+        r["counters"]["cpu_seconds_by_phase"]["stream"].get("io")
+        for r in recs
+        if r["variant"] == v and r["point"]["mode"] == "alone" and "cpu_seconds_by_phase" in r["counters"]
+    ]
+    if busy and None not in busy:
+        macros[f"stream-busy/{v}/alone"] = f"{100 * np.mean(busy) / stream_s:.0f}"
 macros
 
 # %% [markdown]
@@ -98,7 +124,6 @@ macros
 # when the kick-away's migration re-wakes it.
 
 # %%
-recs = list((runs.attrs.get("records") or {}).values())
 traced = [r for r in recs if (r.get("counters") or {}).get("sched_events")]
 if traced:
     import pandas as pd

@@ -236,3 +236,18 @@ def test_power_text_says_more_than_when_capped():
     assert "needs more than 100000 runs" in text and text.endswith("not enough")
     rows = [{**r, "throughput_mbps": 100 + i % 2} for i, r in enumerate(rows)]
     assert "needs at most" in power_text(st, "sim", pd.DataFrame(rows))
+
+
+def test_setup_macros_give_the_design_stated_before_measuring():
+    """The power design of a testbed (stated in the study file) reaches the text as macros,
+    so a section can set a measured CV against the one the design assumed."""
+    ctx = object.__new__(StudyContext)
+    ctx.study, ctx.testbed, ctx.confidence = config.for_testbed(config.load_study("s1"), "qemu"), "qemu", 95.0
+    ctx.runs = pd.DataFrame()
+    ctx.runs.attrs["records"] = {}
+    out = ctx.setup_macros()
+    design = config.load_study("s1")["testbeds"]["qemu"]["design"]
+    assert out["setup/design/cv_pct"] == f"{design['cv_pct']:g}"
+    assert out["setup/design/detect_pct"] == f"{design['detect_pct']:g}"
+    assert not any(k.startswith("setup/design/basis") for k in out)  # text fields stay in the study file
+    assert out["setup/opt/stream_window"] == "4K"

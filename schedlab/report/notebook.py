@@ -304,6 +304,7 @@ class StudyContext:
         """The setup as run, for one readable sentence in the text (never typed there):
         `setup/points/AXIS` ("1--3"), `setup/runs`, `setup/warmup`, `setup/opt/KEY` (the
         testbed's scalar options), `setup/workload/KEY` (scalar workload fields),
+        `setup/design/KEY` (the scalar fields of the testbed's power design),
         `setup/metric/NAME` (label [unit]), `setup/conf` (the confidence level, %), and from
         the records: `setup/smp` (emulated pCPUs), `setup/xen`, `setup/kernel` (versions booted)."""
         st = config.testbed_settings(self.study, self.testbed)
@@ -316,6 +317,10 @@ class StudyContext:
         for k, v in (self.study.get("workload") or {}).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 out[f"setup/workload/{k}"] = str(v)
+        design = self.study["testbeds"][self.testbed].get("design") or {}  # stated before measuring
+        for k, v in design.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[f"setup/design/{k}"] = f"{v:g}"
         for m in self.study["metrics"]:
             out[f"setup/metric/{m['name']}"] = metric_text(m)
         recs = list((self.runs.attrs.get("records") or {}).values())

@@ -98,7 +98,12 @@ if windows - {None}:
     macros["setup/window"] = windows.pop()
     bufs = {(r["counters"].get("stream_sock_bufsize") or {}).get("rcvbuf_actual") for r in recs}
     if len(bufs) == 1 and None not in bufs:
-        macros["setup/rcvbuf-kb"] = f"{bufs.pop() / 1024:.0f}"
+        rcvbuf = bufs.pop()
+        macros["setup/rcvbuf-kb"] = f"{rcvbuf / 1024:.0f}"
+        # Linux advertises half the receive buffer as window (tcp_adv_win_scale 1)
+        macros["setup/window-kb"] = f"{rcvbuf / 2 / 1024:.0f}"
+        inflight_kb = mean("bug", "alone", "throughput_mbps") / 8 * mean("bug", "corun", "latency_us") / 1e3
+        macros["inflight/bug/vs-window"] = "more than" if inflight_kb * 1024 > rcvbuf / 2 else "less than"
 # The I/O VM's CPU time in the stream phase over the stream's length (an upper bound of its
 # busy share: the phase also holds iperf3's connection setup): above half a pCPU it is short
 # of CPU co-run under either wake path, since credit1 gives each of the two VMs half.

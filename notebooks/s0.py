@@ -114,9 +114,16 @@ macros["rounds/spread"] = f"{by_round.max() / by_round.min():.1f}"
 # point, with an exact two-sided sign test over the rounds. With n rounds the smallest
 # p-value such a test can give is 2 / 2^n (`paired/min-p`): below 6 rounds it can never
 # reach 5 %, which `paired/can-reach` says in words.
+# A variant measured in rounds of its own (after the others, not interleaved with them) has
+# no round to pair with: its runs all lie outside the span of the base's.
 at_top = runs[runs.vms == top].groupby(["repetition", "variant"])["throughput"].mean().unstack()
+finished = {}
+for r in (runs.attrs.get("records") or {}).values():
+    finished.setdefault(r["variant"], []).append(r.get("finished", ""))
+base_span = (min(finished.get("base", [""])), max(finished.get("base", [""])))
+interleaved = [v for v in at_top.columns.drop("base") if any(base_span[0] <= t <= base_span[1] for t in finished.get(v, []))]
 n_rounds = 0
-for v in at_top.columns.drop("base"):
+for v in interleaved:
     pair = at_top[[v, "base"]].dropna()
     above = int((pair[v] > pair["base"]).sum())
     n_rounds = max(n_rounds, len(pair))

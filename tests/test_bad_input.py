@@ -317,7 +317,8 @@ study_sub("testbed-option-name", "options: {smp: 3,", "options: {Smp: 3,", "fiel
 study_sub("testbed-option-null", "options: {smp: 3,", "options: {smp: null,", "field testbeds.qemu.options.smp")
 study_sub(
     "testbed-options-list",
-    "options: {smp: 3, xen_build: source, icount_shift: 5, sched_trace: true, trace_pages: 1024}}",
+    "options: {smp: 3, xen_build: source, icount_shift: 5, sched_trace: true, trace_pages: 1024,\n"
+    "                   stream_window: 4K}}",
     "options: [smp]}",
     "field testbeds.qemu.options",
 )

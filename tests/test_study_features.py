@@ -232,21 +232,22 @@ def test_a_testbed_runs_a_subset_of_the_variants_in_the_whole_plans_order(tmp_pa
     definitions and the testbed's view of the study list only those variants; an unknown
     name, or a variant whose baseline is left out, is an error naming the field."""
     st = config.load_study("s0")
-    assert config.testbed_settings(st, "qemu")["variants"] == ["base", "yield"]
+    assert config.testbed_settings(st, "qemu")["variants"] == ["base", "yield", "ppy"]
     assert config.testbed_settings(st, "sim")["variants"] == list(st["variants"])
     whole = copy.deepcopy(st)
     del whole["testbeds"]["qemu"]["variants"]
     full = plan(whole, "qemu", 7)
     sub = plan(st, "qemu", 7)
-    assert [e for e in full if e["variant"] in ("base", "yield")] == sub
-    assert list(config.for_testbed(st, "qemu")["variants"]) == ["base", "yield"]
+    assert [e for e in full if e["variant"] in ("base", "yield", "ppy")] == sub
+    assert len(sub) < len(full)  # pick and push left out
+    assert list(config.for_testbed(st, "qemu")["variants"]) == ["base", "yield", "ppy"]
     text = (config.STUDIES_DIR / "s0.yaml").read_text()
     for bad, msg in (
         ("variants: [base, nosuch]", r"field testbeds.qemu.variants.1: unknown variant 'nosuch'"),
         ("variants: [yield, ppy]", r"field testbeds.qemu.variants: 'yield' is compared with 'base'"),
     ):
         p = tmp_path / "s0.yaml"
-        p.write_text(text.replace("variants: [base, yield]", bad))
+        p.write_text(text.replace("variants: [base, yield, ppy]", bad))
         with pytest.raises(config.ConfigError, match=r"s0.yaml:\d+: " + msg):
             config.load_study(p)
 

@@ -83,7 +83,8 @@ for v in ctx.study["variants"]:
 # The stream's data during one co-run wait of the bug (its alone rate times the bug's co-run
 # request/response latency): a wait cuts throughput only where this exceeds the TCP window.
 # The same product at the seed's 1 GbE from its published numbers, for comparison.
-macros["inflight/bug/kb"] = f"{mean('bug', 'alone', 'throughput_mbps') / 8 * mean('bug', 'corun', 'latency_us') / 1e3:.0f}"
+inflight_kb = mean("bug", "alone", "throughput_mbps") / 8 * mean("bug", "corun", "latency_us") / 1e3
+macros["inflight/bug/kb"] = f"{inflight_kb:.0f}"
 pub = ctx.study.get("published") or {}
 if "throughput_mbps" in pub and "latency_us" in pub:
     seed_kb = pub["throughput_mbps"]["bug"]["alone"] / 8 * pub["latency_us"]["bug"]["corun"] / 1e3
@@ -102,7 +103,6 @@ if windows - {None}:
         macros["setup/rcvbuf-kb"] = f"{rcvbuf / 1024:.0f}"
         # Linux advertises half the receive buffer as window (tcp_adv_win_scale 1)
         macros["setup/window-kb"] = f"{rcvbuf / 2 / 1024:.0f}"
-        inflight_kb = mean("bug", "alone", "throughput_mbps") / 8 * mean("bug", "corun", "latency_us") / 1e3
         macros["inflight/bug/vs-window"] = "more than" if inflight_kb * 1024 > rcvbuf / 2 else "less than"
 # The I/O VM's CPU time in the stream phase over the stream's length (an upper bound of its
 # busy share: the phase also holds iperf3's connection setup): above half a pCPU it is short

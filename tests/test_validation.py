@@ -49,7 +49,14 @@ def test_the_shipped_file_loads():
         (lambda d: d["scenarios"][0]["qemu"].update(variants=["nope"]), "field scenarios[0].qemu.variants"),
         (lambda d: d["scenarios"][0]["qemu"].update(study="s9"), "field scenarios[0].qemu.study"),
         (lambda d: d["scenarios"][0]["qemu"].update(points=[{"vm": 1}]), "field scenarios[0].qemu.points[0]"),
-        (lambda d: d["scenarios"][1].update(rates=["switch/period"]), "field scenarios[1].rates: per-period"),
+        (lambda d: d["scenarios"][2].update(rates=["switch/period"]), "field scenarios[2].rates: per-period"),
+        (
+            lambda d: d["scenarios"][1]["qemu"].update(guest_time=None),
+            "field scenarios[1].sim.tail: needs qemu.guest_time",
+        ),
+        (lambda d: d["scenarios"][1]["sim"].update(tail={"running": ["hog"]}), "field scenarios[1].sim.tail.running"),
+        (lambda d: d["scenarios"][1]["sim"].update(tail=["cpu"]), "field scenarios[1].sim.tail: must be"),
+        (lambda d: d["scenarios"][1]["sim"].update(taill={}), "field scenarios[1].sim.taill: unknown field"),
         (lambda d: d["scenarios"][1]["sim"].update(study="s0"), "field scenarios[1].sim.study"),
         (lambda d: d["scenarios"][0].update(nmae="x"), "field scenarios[0].nmae: unknown field"),
         (lambda d: d["scenarios"][1].update(name=d["scenarios"][0]["name"]), "duplicate scenario name"),
@@ -357,3 +364,20 @@ def test_the_validation_section_types_no_numbers():
     assert not typed_numbers(tex), typed_numbers(tex)
     for key in re.findall(r"\\sv\{validation/([^}]*)\}", tex):
         assert not key.endswith("/"), key
+
+
+def test_s1_mirror_fills_the_real_traces_span_with_the_hog_alone():
+    """sim.tail: the mirror's guest time is the case's mean real span, the hog runs through
+    the remainder and the I/O VM does not; alone, the remainder is time only."""
+    sc = copy.deepcopy(V.select(V.load(), "s1-hog-vs-io")[0])
+    wl = sc["sim"]["workload"]
+    wl.update(duration_s=2.0, warmup_s=0.5)  # two short phases: 1.5 s measured each
+    plain = V.run_sim_case(sc, "fixed", {"mode": "corun"}, 1)
+    assert plain["guest_s"] == pytest.approx(3.0)
+    sc["_span_s"] = {("fixed", "mode-corun"): 10.0, ("fixed", "mode-alone"): 10.0}
+    got = V.run_sim_case(sc, "fixed", {"mode": "corun"}, 1)
+    assert got["guest_s"] == pytest.approx(10.0)
+    assert got["cpu_s"]["io"] == pytest.approx(plain["cpu_s"]["io"])
+    assert got["cpu_s"]["cpu"] == pytest.approx(plain["cpu_s"]["cpu"] + 7.0, abs=0.01)
+    alone = V.run_sim_case(sc, "fixed", {"mode": "alone"}, 1)
+    assert alone["guest_s"] == pytest.approx(10.0) and "cpu" not in alone["cpu_s"]

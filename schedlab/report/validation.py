@@ -168,6 +168,20 @@ def load(path: str | os.PathLike = DEFAULT_PATH) -> dict:
         for k in ("workload", "scenario"):
             if not isinstance(sim.get(k) or {}, dict):
                 raise _bad(path, f"{w}.sim.{k}", "must be a mapping")
+        unknown = sorted(set(sim) - {"study", "workload", "scenario", "tail"})
+        if unknown:
+            raise _bad(path, f"{w}.sim.{unknown[0]}", "unknown field")
+        if "tail" in sim:
+            tail = sim["tail"]
+            if not isinstance(tail, dict) or set(tail) != {"running"} or not isinstance(tail["running"], list):
+                raise _bad(path, f"{w}.sim.tail", "must be {running: [sim domains that run on in it]}")
+            if q.get("guest_time") != "trace_window":
+                raise _bad(
+                    path, f"{w}.sim.tail", "needs qemu.guest_time: trace_window (the tail fills the trace's span)"
+                )
+            for d in tail["running"]:
+                if d not in doms.values():
+                    raise _bad(path, f"{w}.sim.tail.running", f"{d!r} is not one of the scenario's sim domains")
         rates = _need(sc, "rates", list, path, w)
         parsed = [parse_quantity(r, path, f"{w}.rates[{j}]") for j, r in enumerate(rates)]
         if any(b == "period" for _, b in parsed) and q.get("guest_time") is None:
@@ -375,9 +389,12 @@ def run_sim_case(sc: dict, variant: str, point: dict, seed: int, binary: str | o
     run_s: dict[str, float] = {}
     guest_s = 0.0
     over = sc["sim"].get("scenario") or {}
+    phases = [(tag, merge(scen, over)) for tag, scen in tb.scenarios(study, variant, dict(point), seed)]
     with tempfile.TemporaryDirectory(prefix="schedlab-validate-") as tmp:
-        for tag, scen in tb.scenarios(study, variant, dict(point), seed):
-            scen = merge(scen, over)
+        for tag, scen in phases:
+            if tag == "tail" and not scen["domains"]:
+                guest_s += float(scen["duration_s"])  # nothing runs on in it (S1 alone): time only
+                continue
             scen["domains"] = [d for d in scen["domains"] if (d.get("workload") or {}).get("kind") != "idle"]
             fifo = os.path.join(tmp, f"{tag}.trace")
             os.mkfifo(fifo)
@@ -408,7 +425,27 @@ def run_sim_case(sc: dict, variant: str, point: dict, seed: int, binary: str | o
             guest_s += float(res["measured_s"])
             for d in res["domains"]:
                 run_s[d["name"]] = run_s.get(d["name"], 0.0) + float(d["running_s"])
+            if tag == phases[-1][0] and tag != "tail":
+                tail = _tail(sc, variant, point, scen, guest_s)
+                if tail is not None:
+                    phases.append(("tail", tail))
     return {"events": {e: int(events.get(e, 0)) for e in EVENTS}, "cpu_s": run_s, "guest_s": guest_s}
+
+
+def _tail(sc: dict, variant: str, point: dict, last: dict, guest_s: float) -> dict | None:
+    """The remainder of the real trace's span after the mirror's measured phases (`sim.tail`):
+    the case's mean trace_window_guest_s (`_span_s`, set by build) less the phases' guest time,
+    a scenario in which only the `running` domains run on (S1's hog, while dom0's ssh and xl
+    calls around the measurement leave the I/O VM idle). None without a tail or a span."""
+    if "tail" not in sc["sim"]:
+        return None
+    span = (sc.get("_span_s") or {}).get((variant, config.point_id(point)))
+    if not span or span <= guest_s:
+        return None
+    keep = set(sc["sim"]["tail"]["running"])
+    return dict(
+        last, duration_s=span - guest_s, warmup_s=0.0, domains=[d for d in last["domains"] if d.get("name") in keep]
+    )
 
 
 def sim_side(sc: dict, seeds: list[int], binary=None) -> dict[tuple[str, str], dict]:
@@ -656,6 +693,10 @@ def build(
     frames = []
     for sc in select(cfg, scenario):
         q = qemu_side(sc, data_dir, base_seed)
+        if "tail" in sc["sim"]:
+            # the span the mirror fills per case: the mean guest time of the real traces
+            spans = {k: [c["guest_s"] for c in v["counts"] if c["guest_s"]] for k, v in q.items()}
+            sc = dict(sc, _span_s={k: sum(v) / len(v) for k, v in spans.items() if v})
         if progress:
             progress(f"{sc['name']}: sim {len(cases(sc))} case(s) x {len(cfg['seeds'])} seed(s)")
         s = (sim_runner or sim_side)(sc, cfg["seeds"], binary)

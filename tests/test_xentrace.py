@@ -174,3 +174,27 @@ def test_sched_events_reports_lost_records():
 
     data = window(0, ev(100, 0x0001F001, 7, 0))
     assert sched_events(data)["lost_records"] == 7
+
+
+def test_sum_events_adds_a_runs_traces_up():
+    """S4 traces its three phases apart; the run's sched_events are their sum."""
+    from schedlab.workloads.xentrace import sum_events
+
+    a = {
+        "total": {"wake": 3, "boost": 1},
+        "by_vm": {"lock1": {"wake": 2, "boost": 1}},
+        "migrations": 4,
+        "lost_records": 0,
+        "bytes": 100,
+    }
+    b = {
+        "total": {"wake": 1, "boost": 0},
+        "by_vm": {"lock1": {"wake": 1, "boost": 0}, "lock2": {"wake": 0}},
+        "migrations": 1,
+        "lost_records": 0,
+        "bytes": 50,
+    }
+    got = sum_events([a, b])
+    assert got["total"] == {"wake": 4, "boost": 1} and got["migrations"] == 5 and got["bytes"] == 150
+    assert got["by_vm"] == {"lock1": {"wake": 3, "boost": 1}, "lock2": {"wake": 0}}
+    assert a["by_vm"]["lock1"]["wake"] == 2  # the parts are left as they were

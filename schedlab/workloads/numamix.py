@@ -70,7 +70,7 @@ from .lockwork import (
     trigger,
     vm_names,
 )
-from .xentrace import Trace, no_lost, placement
+from .xentrace import SCHED_ALL_MASK, Trace, no_lost, placement, sum_events, traced_events
 from .xl import Domains
 
 DEFAULTS: dict[str, Any] = {
@@ -260,10 +260,13 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
 
     def traced(phase: str, command: str, timeout: float) -> dict[str, str]:
         c: dict[str, Any] = {}
-        trace = Trace(h, pages=int(opts["trace_pages"]))
+        # sched_trace: every scheduler event (the runstate changes placement needs are part of it)
+        trace = Trace(h, pages=int(opts["trace_pages"]), **({"mask": SCHED_ALL_MASK} if opts["sched_trace"] else {}))
         marks = {"result": BENCH_RESULT, "start": BENCH_START} if command.startswith("bench ") else {}
         lines = trigger(doms, names, command, seed, timeout, c, during=lambda: trace, **marks)
         where = no_lost(placement(trace.data, {by_name[n]: n for n in names}), f"S4 {phase}", opts)
+        if opts["sched_trace"]:
+            c["sched_events"] = traced_events(trace, doms, names, f"S4 {phase}", opts)
         share = {}
         for key, v in where["per_vcpu"].items():
             n = key.split("/")[0]
@@ -291,6 +294,12 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     mem_tp = bench_results(SYSBENCH_MEMORY, sysb, phases["sysbench"])
     lat = bench_results(FORKEXEC, fork, phases["lmbench"])
     counters["phases"] = phases
+    if opts["sched_trace"]:
+        # the run's events and traced guest time: its three phases' together
+        counters["sched_events"] = sum_events([p["sched_events"] for p in phases.values()])
+        spans = [p.get("trace_window_guest_s") for p in phases.values()]
+        if all(spans):
+            counters["trace_window_guest_s"] = round(sum(spans), 3)
     counters["per_vm"] = {
         n: {
             "bursts_per_s": results[n]["ops_per_s"],

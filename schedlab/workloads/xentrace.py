@@ -263,6 +263,22 @@ def traced_events(trace: Trace, doms, names: list[str], study: str, opts: dict) 
     return ev
 
 
+def sum_events(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """sched_events of several traces of one run (S4's phases) added up: totals, per guest,
+    migrations, lost records and bytes."""
+    out: dict[str, Any] = {"total": {}, "by_vm": {}, "migrations": 0, "lost_records": 0, "bytes": 0}
+    for p in parts:
+        for k, n in p["total"].items():
+            out["total"][k] = out["total"].get(k, 0) + n
+        for vm, ev in p["by_vm"].items():
+            mine = out["by_vm"].setdefault(vm, {})
+            for k, n in ev.items():
+                mine[k] = mine.get(k, 0) + n
+        for k in ("migrations", "lost_records", "bytes"):
+            out[k] += int(p.get(k, 0))
+    return out
+
+
 def no_lost(result: dict[str, Any], what: str, opts: dict) -> dict[str, Any]:
     """`result` (of placement or sched_events) unless the trace lost records: then RunFailed
     naming `what` and the trace_pages option to raise (counts from a lossy trace are short)."""

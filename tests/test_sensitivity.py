@@ -437,3 +437,22 @@ def test_tiny_sweep_writes_records_once_and_the_analysis_needs_no_simulator(
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     with pytest.raises(sens.SensitivityError, match="written for another"):
         sens.read_runs(sens.load(path, studies_dir), "s1", data)
+
+
+def test_a_sweep_with_two_jobs_writes_the_same_records_and_manifest(tmp_path, studies_dir, sim_binary):
+    """--jobs runs simulator processes side by side; the records (their run keys and metrics)
+    and the manifest's order are those of the sweep one run at a time."""
+    path = write_config(tmp_path / "sens.yaml", small_config(seeds=2, points=2), studies_dir)
+    sw = sens.load(path, studies_dir)
+    out = {}
+    for jobs in (1, 2):
+        data = tmp_path / f"data{jobs}"
+        r = sens.sweep(sw, "s1", data, base_seed=1, jobs=jobs)
+        assert r["new"] == 20 and r["failed"] == 0
+        recs = [store.read_record(f) for f in sorted((data / "raw" / "sensitivity" / "s1").glob("*.json"))]
+        man = json.loads(sens.manifest_path(data, "s1").read_text())
+        out[jobs] = (
+            [(x["run_id"], x["metrics"]) for x in recs],
+            [[e["run_id"] for e in s["runs"]] for s in man["settings"]],
+        )
+    assert out[1] == out[2]

@@ -517,9 +517,15 @@ def sweep(
     base_seed: int,
     testbed=None,
     log=sys.stderr,
+    jobs: int = 1,
 ) -> dict:
     """Run every (setting, variant, point, seed) of one study not yet on disk; write the
-    study's manifest. Returns {"runs", "new", "failed", "cpu_s", "manifest"}."""
+    study's manifest. Returns {"runs", "new", "failed", "cpu_s", "manifest"}.
+
+    `jobs` runs at once: each run is a simulator process, so threads suffice; every record
+    is written as its run ends (a killed sweep keeps them), the manifest in plan order."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from schedlab import __version__, store
     from schedlab.core.plan import derive_seed
     from schedlab.core.testbed import RunFailed
@@ -537,16 +543,37 @@ def sweep(
     t_cpu, n_new, n_failed, index = _cpu(), 0, 0, 0
     entries = []
     sources = sources_hash() if isinstance(tb, SimTestbed) else None
-    for s in sets:
+    described = None
+
+    def one(s: Setting, st: dict, variant: str, point: dict, seed: int, base: dict, run_id: str, tag: str):
+        """One run, its record written: the manifest entry, or None if it failed."""
         # one build per study: a simulator edited during the sweep would mix models across settings
         if sources is not None and sources_hash() != sources:
             raise SensitivityError(
                 f"{study}: the simulator's sources (sim/src) changed during the sweep (at setting {s.id}); "
                 "the records so far stay on disk; run the sweep again for one build throughout"
             )
+        started, t0 = _now(), time.monotonic()
+        try:
+            result = tb.run_once(st, variant, point, seed)
+        except RunFailed as e:
+            attempt = store.last_attempt(folder, run_id) + 1
+            store.write_record(
+                folder,
+                {**base, "run_id": f"{run_id}.failed{attempt}", "attempt": attempt, **failed_fields(e, started, t0)},
+            )
+            print(f"{tag}: FAILED: {e}", file=log, flush=True)
+            return None
+        rec = {**base, "run_id": run_id, "attempt": 1, **ok_fields(result, started, t0)}
+        store.write_record(folder, rec)
+        return _entry(store.read_record(folder / f"{run_id}.json"), data_dir)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, int(jobs)))
+    planned: list[tuple[Setting, list]] = []  # per setting: entries on disk, or futures of runs
+    submitted: dict[str, Future] = {}
+    for s in sets:
         st = apply(plan.study, s.values)
-        described = None
-        runs = []
+        runs: list = []
         for variant, point in pairs:
             pid = config.point_id(point)
             dhash = config.sha256(definition(st, variant, point))
@@ -557,6 +584,9 @@ def sweep(
                 run_id = store.run_id_of(variant, pid, rep, key)
                 path = folder / f"{run_id}.json"
                 tag = f"[sensitivity/{study}] {s.id} {variant} {pid} seed {rep + 1}/{sw.seeds}"
+                if run_id in submitted:  # another setting with the same definition (e.g. a rounded low end)
+                    runs.append(submitted[run_id])
+                    continue
                 if path.exists():
                     rec = store.read_record(path)
                     problems = store.check_record(path, rec)
@@ -603,29 +633,27 @@ def sweep(
                         },
                     },
                 }
-                started, t0 = _now(), time.monotonic()
-                try:
-                    result = tb.run_once(st, variant, point, seed)
-                except RunFailed as e:
-                    attempt = store.last_attempt(folder, run_id) + 1
-                    store.write_record(
-                        folder,
-                        {
-                            **base,
-                            "run_id": f"{run_id}.failed{attempt}",
-                            "attempt": attempt,
-                            **failed_fields(e, started, t0),
-                        },
-                    )
-                    n_failed += 1
-                    print(f"{tag}: FAILED: {e}", file=log, flush=True)
+                submitted[run_id] = pool.submit(one, s, st, variant, point, seed, base, run_id, tag)
+                runs.append(submitted[run_id])
+        planned.append((s, runs))
+    counted: set[int] = set()
+    try:
+        for s, runs in planned:
+            done = []
+            for r in runs:
+                if not isinstance(r, Future):  # on disk already
+                    done.append(r)
                     continue
-                rec = {**base, "run_id": run_id, "attempt": 1, **ok_fields(result, started, t0)}
-                store.write_record(folder, rec)
-                n_new += 1
-                runs.append(_entry(store.read_record(path), data_dir))
-        entries.append(_setting_entry(s, runs))
-        print(f"[sensitivity/{study}] {s.id}: {len(runs)} runs", file=log, flush=True)
+                got = r.result()
+                if id(r) not in counted:  # a run two settings share counts once
+                    counted.add(id(r))
+                    n_new, n_failed = n_new + (got is not None), n_failed + (got is None)
+                if got is not None:
+                    done.append(got)
+            entries.append(_setting_entry(s, done))
+            print(f"[sensitivity/{study}] {s.id}: {len(done)} runs", file=log, flush=True)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     out = write_manifest(sw, study, data_dir, entries)
     cpu = _cpu() - t_cpu
     print(
@@ -908,6 +936,7 @@ def main(argv=None) -> int:
                 metavar="DIR",
                 help="copy sim/src to DIR and build it there (or reuse the copy DIR has): one model for the whole sweep",
             )
+            s.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     a = p.parse_args(argv)
     try:
         sw = load(a.config, a.studies_dir, a.study)
@@ -934,7 +963,7 @@ def main(argv=None) -> int:
             if tb is not None:
                 print(f"sensitivity: simulator copied and built in {tb.root} (sources {tb.sources_sha256[:16]})")
             for s in names:
-                cpu += sweep(sw, s, Path(a.data), base_seed, testbed=tb)["cpu_s"]
+                cpu += sweep(sw, s, Path(a.data), base_seed, testbed=tb, jobs=a.jobs)["cpu_s"]
             print(f"sensitivity: CPU {cpu:.1f} s", file=sys.stderr)
         elif a.cmd == "select":
             for s in names:

@@ -30,6 +30,8 @@ rule sensitivity_sweep:
         study=alternatives(SENS_STUDIES),
     conda:
         "../../environment.yml"
+    # runs at once (each a simulator process): a study's sweep is the longest job of a build
+    threads: 64  # capped at --cores by Snakemake
     params:
         seed=SEED,
         # the data dir, from the output: DATA/runs/sensitivity/STUDY.json
@@ -37,7 +39,7 @@ rule sensitivity_sweep:
         studies_dir=lambda wc, input: str(Path(input.study).parent),
     shell:
         "python -m schedlab.report.sensitivity run --config {input.config} --studies-dir {params.studies_dir} "
-        "--study {wildcards.study} --seed {params.seed} --data {params.data} > {log} 2>&1"
+        "--study {wildcards.study} --seed {params.seed} --data {params.data} --jobs {threads} > {log} 2>&1"
 
 
 rule sensitivity:

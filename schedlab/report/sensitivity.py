@@ -636,7 +636,7 @@ def sweep(
                 submitted[run_id] = pool.submit(one, s, st, variant, point, seed, base, run_id, tag)
                 runs.append(submitted[run_id])
         planned.append((s, runs))
-    counted: set[int] = set()
+    counted: set[Future] = set()
     try:
         for s, runs in planned:
             done = []
@@ -645,8 +645,8 @@ def sweep(
                     done.append(r)
                     continue
                 got = r.result()
-                if id(r) not in counted:  # a run two settings share counts once
-                    counted.add(id(r))
+                if r not in counted:  # a run two settings share counts once
+                    counted.add(r)
                     n_new, n_failed = n_new + (got is not None), n_failed + (got is None)
                 if got is not None:
                     done.append(got)

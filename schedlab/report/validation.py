@@ -391,10 +391,9 @@ def run_sim_case(sc: dict, variant: str, point: dict, seed: int, binary: str | o
     over = sc["sim"].get("scenario") or {}
     phases = [(tag, merge(scen, over)) for tag, scen in tb.scenarios(study, variant, dict(point), seed)]
     with tempfile.TemporaryDirectory(prefix="schedlab-validate-") as tmp:
-        for tag, scen in phases:
-            if tag == "tail" and not scen["domains"]:
-                guest_s += float(scen["duration_s"])  # nothing runs on in it (S1 alone): time only
-                continue
+
+        def run_phase(tag: str, scen: dict) -> float:
+            """Run one scenario traced, add its counts and run times; its measured guest time."""
             scen["domains"] = [d for d in scen["domains"] if (d.get("workload") or {}).get("kind") != "idle"]
             fifo = os.path.join(tmp, f"{tag}.trace")
             os.mkfifo(fifo)
@@ -422,13 +421,15 @@ def run_sim_case(sc: dict, variant: str, point: dict, seed: int, binary: str | o
             if got["records"] >= TRACE_LIMIT:
                 raise RunFailed(f"sim trace of {sc['name']} {variant} {point} hit its limit of {TRACE_LIMIT} records")
             events.update(got["events"])
-            guest_s += float(res["measured_s"])
             for d in res["domains"]:
                 run_s[d["name"]] = run_s.get(d["name"], 0.0) + float(d["running_s"])
-            if tag == phases[-1][0] and tag != "tail":
-                tail = _tail(sc, variant, point, scen, guest_s)
-                if tail is not None:
-                    phases.append(("tail", tail))
+            return float(res["measured_s"])
+
+        for tag, scen in phases:
+            guest_s += run_phase(tag, scen)
+        tail = _tail(sc, variant, point, phases[-1][1], guest_s)
+        if tail is not None:  # with nothing running on in it (S1 alone) only its time counts
+            guest_s += run_phase("tail", tail) if tail["domains"] else float(tail["duration_s"])
     return {"events": {e: int(events.get(e, 0)) for e in EVENTS}, "cpu_s": run_s, "guest_s": guest_s}
 
 

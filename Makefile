@@ -50,7 +50,7 @@ paper: deps-paper $(VENV)/.installed
 # SCHEDLAB_QEMU_TESTS=1: the suite boots the virtual host for one S1 run (building its cached images if
 # absent); =all adds the long ones (S0, S2, killing QEMU, native boots: ~30 min more); =0 none
 test: deps-test $(VENV)/.installed lint
-	SCHEDLAB_QEMU_TESTS=$${SCHEDLAB_QEMU_TESTS:-1} pytest
+	SCHEDLAB_QEMU_TESTS=$${SCHEDLAB_QEMU_TESTS:-1} pytest --durations=15
 
 # Every opt-in suite too: the long qemu boots (S0, S2, S3, S4, killing QEMU, native boots with
 # a kernel built from source), the virtual lab host end to end, the one-node SLURM cluster.

@@ -167,6 +167,8 @@ def test_sched_events_counts_decisions_per_guest():
     assert got["by_vm"]["lock1"]["boost"] == 1
     assert got["by_vm"]["lock2"] == {**dict.fromkeys(got["total"], 0), "yield": 1, "steal": 1}
     assert got["migrations"] == 1 and got["lost_records"] == 0
+    # a caller that already has placement() of the trace passes it: the same counts
+    assert sched_events(data, {1: "lock1", 2: "lock2"}, placement(data, {1: "lock1", 2: "lock2"})) == got
 
 
 def test_sched_events_reports_lost_records():

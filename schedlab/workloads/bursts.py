@@ -77,7 +77,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     ids = {i: n for i, n in doms.ids().items() if n in names}
     where = no_lost(placement(trace.data, ids), "S3", opts)
     if opts["sched_trace"]:
-        counters["sched_events"] = traced_events(trace, doms, names, "S3", opts)
+        counters["sched_events"] = traced_events(trace, doms, names, "S3", opts, where)
     if not where["per_vcpu"]:
         raise RunFailed(
             f"S3: the trace ({len(trace.data)} bytes, {where['records']} records) has no "

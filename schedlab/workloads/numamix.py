@@ -266,7 +266,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         lines = trigger(doms, names, command, seed, timeout, c, during=lambda: trace, **marks)
         where = no_lost(placement(trace.data, {by_name[n]: n for n in names}), f"S4 {phase}", opts)
         if opts["sched_trace"]:
-            c["sched_events"] = traced_events(trace, doms, names, f"S4 {phase}", opts)
+            c["sched_events"] = traced_events(trace, doms, names, f"S4 {phase}", opts, where)
         share = {}
         for key, v in where["per_vcpu"].items():
             n = key.split("/")[0]

@@ -159,12 +159,15 @@ def placement(data: bytes, domids: dict[int, str] | None = None) -> dict[str, An
     }
 
 
-def sched_events(data: bytes, domids: dict[int, str] | None = None) -> dict[str, Any]:
+def sched_events(
+    data: bytes, domids: dict[int, str] | None = None, where: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Counts of the scheduler's decisions in a trace taken with SCHED_ALL_MASK: per event
     name in SCHED_EVENTS the total ("total"), and, for events that name a domain, per guest
     ("by_vm", named by `domids`; dom0 and the idle domain under "dom0"/"idle" in totals
-    only), plus "migrations" from the runstate records (placement()). Lost records are
-    reported, not hidden: "lost_records"."""
+    only), plus "migrations" from the runstate records (placement(), or `where`: its result
+    for the same trace and guests, so a caller that has it does not parse the trace again).
+    Lost records are reported, not hidden: "lost_records"."""
     total = dict.fromkeys((n for n, _ in SCHED_EVENTS.values()), 0)
     by_vm: dict[str, dict[str, int]] = {}
     lost = 0
@@ -183,7 +186,7 @@ def sched_events(data: bytes, domids: dict[int, str] | None = None) -> dict[str,
     return {
         "total": total,
         "by_vm": by_vm,
-        "migrations": placement(data, domids)["migrations"],
+        "migrations": (where if where is not None else placement(data, domids))["migrations"],
         "lost_records": lost,
     }
 
@@ -254,11 +257,14 @@ class Trace:
                 raise
 
 
-def traced_events(trace: Trace, doms, names: list[str], study: str, opts: dict) -> dict[str, Any]:
+def traced_events(
+    trace: Trace, doms, names: list[str], study: str, opts: dict, where: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """counters.sched_events of a run traced with SCHED_ALL_MASK (xentrace.sched_events, the
-    guests named); a lost record fails the run (the counts would be short)."""
+    guests named; `where`: placement() of this trace for these guests, if the caller has it);
+    a lost record fails the run (the counts would be short)."""
     ids = {i: n for i, n in doms.ids().items() if n in names}
-    ev = no_lost(sched_events(trace.data, ids), study, opts)
+    ev = no_lost(sched_events(trace.data, ids, where), study, opts)
     ev["bytes"] = len(trace.data)
     return ev
 

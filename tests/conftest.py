@@ -1,7 +1,9 @@
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,51 @@ def copy_workdir(dest: Path) -> Path:
         else:
             shutil.copy2(src, dest / name)
     return dest
+
+
+def smk(work, *args, env, timeout=1800):
+    return subprocess.run(
+        [str(BIN / "snakemake"), "-c2", "--rerun-incomplete", *args],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+PIPELINE_RUNS = 3
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory, sim_binary):
+    """The whole pipeline in a scratch checkout with fewer runs, from a data dir holding only
+    the qemu records the repository ships: (work, env, seconds). test_pipeline checks the
+    paper it builds; test_desk runs `make report` in it (so the suite builds the pipeline
+    once, not a second time at full size in the repository)."""
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    work = copy_workdir(tmp_path_factory.mktemp("pipeline") / "w")
+    for p in (work / "config" / "studies").glob("*.yaml"):
+        text = re.sub(r"(?m)^runs: \d+", f"runs: {PIPELINE_RUNS}", p.read_text())
+        # S0's sim builds at 1/20 instead of 1/4 (its sensitivity sweep took ~250 s of the ~6 min)
+        text = re.sub(r"(?m)^  job_fraction: [0-9.]+", "  job_fraction: 0.05", text)
+        p.write_text(text)
+    # the sensitivity sweep at its smallest useful size: what is tested is the pipeline
+    sens = work / "config" / "sensitivity.yaml"
+    text = re.sub(r"(?m)^seeds: \d+", "seeds: 2", sens.read_text())
+    sens.write_text(re.sub(r"(?m)^joint: \{points: \d+", "joint: {points: 4", text))
+    # the validation's mirrors with the fewest seeds an interval needs (2 of 5: ~40 s less)
+    val = work / "config" / "validation.yaml"
+    val.write_text(re.sub(r"(?m)^seeds: \[[^]]*\]", "seeds: [1, 2]", val.read_text()))
+    # a checkout: the shipped qemu records (their tables are re-derived), and what `make` needs
+    shutil.copytree(ROOT / "data" / "raw" / "qemu", work / "data" / "raw" / "qemu")
+    for name in ("Makefile", "requirements.lock", "requirements-lab.lock", "pyproject.toml"):
+        shutil.copy2(ROOT / name, work / name)
+    (work / ".venv").symlink_to(ROOT / ".venv")
+    t0 = time.monotonic()
+    r = smk(work, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    return work, env, time.monotonic() - t0
 
 
 @pytest.fixture

@@ -126,7 +126,7 @@ def report_html(built) -> Path:
     work, env, _ = built
     t0 = time.monotonic()
     # the scratch checkout's .venv is the repository's (a symlink): `-o` keeps make from
-    # reinstalling it there (its files are newer than .installed), which would repoint the
+    # reinstalling it there (the copy's lock files can be newer than .installed), which would repoint the
     # repository's editable install and scripts at the scratch copy
     r = subprocess.run(
         ["make", "-o", ".venv/.installed", "report"], cwd=work, env=env, capture_output=True, text=True, timeout=3600

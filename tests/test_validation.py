@@ -347,7 +347,7 @@ def test_paper_table_is_one_row_per_case_with_marks():
     assert m[f"{k}/ratio"] == "20" and m[f"{k}/interval"] == "[3.0, 180]" and m[f"{k}/verdict"] == "misses"
     assert f"{k}/miss" in m and f"{s0}/base/vms-2/switch-period/miss" not in m
     assert m[f"{s0}/unexplained"] == "1" and m[f"{s0}/documented"] == "1"
-    assert m[f"{s0}/unexplained/list"] == "base at vms=2 (yield/switch)"
+    assert m[f"{s0}/unexplained/list"] == "base at vms=2 (yield/switch)" and m[f"{s0}/unexplained/any"] == "1"
     assert f"{s3}/unmeasured-all" in m and m["band/high"] == "2" and m["period-ms"] == "30"
     assert f"{s0}/single-run" not in m and f"{s0}/none-miss" not in m
     assert m[f"{s0}/vms-2/yield-switch/effect/qemu"] == "0" and f"{s0}/vms-2/yield-switch/effect/same" in m

@@ -1041,6 +1041,8 @@ def macros(df: pd.DataFrame, cfg: dict | None = None) -> dict[str, str]:
             pt = _point_text(p, scs[name]) if name in scs else p
             parts.append(f"{esc(v)} at {esc(pt)} ({', '.join(esc(q) for q in cg['quantity'])})")
         m[f"{name}/unexplained/list"] = "; ".join(parts) if parts else "none"
+        if parts:  # the paper's text branches on it: "N misses are unexplained: ..." or "none is"
+            m[f"{name}/unexplained/any"] = "1"
         if len(miss) == 0:
             m[f"{name}/none-miss"] = "1"
         if meas.empty:

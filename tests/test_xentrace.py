@@ -169,6 +169,10 @@ def test_sched_events_counts_decisions_per_guest():
     assert got["migrations"] == 1 and got["lost_records"] == 0
     # a caller that already has placement() of the trace passes it: the same counts
     assert sched_events(data, {1: "lock1", 2: "lock2"}, placement(data, {1: "lock1", 2: "lock2"})) == got
+    # a booted guest outside the measurement is counted apart, not as a measured guest
+    apart = sched_events(data, {1: "lock1"}, others={2: "lock2"})
+    assert "lock2" not in apart["by_vm"] and apart["by_other_vm"]["lock2"] == got["by_vm"]["lock2"]
+    assert apart["total"] == got["total"] and "by_other_vm" not in got
 
 
 def test_sched_events_reports_lost_records():
@@ -198,5 +202,8 @@ def test_sum_events_adds_a_runs_traces_up():
     }
     got = sum_events([a, b])
     assert got["total"] == {"wake": 4, "boost": 1} and got["migrations"] == 5 and got["bytes"] == 150
+    assert "by_other_vm" not in got
+    a["by_other_vm"], b["by_other_vm"] = {"lock3": {"wake": 5}}, {"lock3": {"wake": 2}}
+    assert sum_events([a, b])["by_other_vm"] == {"lock3": {"wake": 7}}
     assert got["by_vm"] == {"lock1": {"wake": 3, "boost": 1}, "lock2": {"wake": 0}}
     assert a["by_vm"]["lock1"]["wake"] == 2  # the parts are left as they were

@@ -160,16 +160,22 @@ def placement(data: bytes, domids: dict[int, str] | None = None) -> dict[str, An
 
 
 def sched_events(
-    data: bytes, domids: dict[int, str] | None = None, where: dict[str, Any] | None = None
+    data: bytes,
+    domids: dict[int, str] | None = None,
+    where: dict[str, Any] | None = None,
+    others: dict[int, str] | None = None,
 ) -> dict[str, Any]:
     """Counts of the scheduler's decisions in a trace taken with SCHED_ALL_MASK: per event
     name in SCHED_EVENTS the total ("total"), and, for events that name a domain, per guest
     ("by_vm", named by `domids`; dom0 and the idle domain under "dom0"/"idle" in totals
     only), plus "migrations" from the runstate records (placement(), or `where`: its result
     for the same trace and guests, so a caller that has it does not parse the trace again).
+    `others`: guests booted but not in the measurement (S0's and S4's unused VMs), counted
+    apart under "by_other_vm", so their idle wakes can be told from dom0's in the totals.
     Lost records are reported, not hidden: "lost_records"."""
     total = dict.fromkeys((n for n, _ in SCHED_EVENTS.values()), 0)
     by_vm: dict[str, dict[str, int]] = {}
+    by_other: dict[str, dict[str, int]] = {}
     lost = 0
     for _cpu, _tsc, ev, words in records(data):
         if ev == TRC_LOST_RECORDS:
@@ -180,15 +186,21 @@ def sched_events(
             continue
         name, at = hit
         total[name] += 1
-        if at is not None and domids is not None and len(words) > at and words[at] in domids:
-            vm = by_vm.setdefault(domids[words[at]], dict.fromkeys(total, 0))
-            vm[name] += 1
-    return {
+        if at is None or len(words) <= at:
+            continue
+        if domids is not None and words[at] in domids:
+            by_vm.setdefault(domids[words[at]], dict.fromkeys(total, 0))[name] += 1
+        elif others is not None and words[at] in others:
+            by_other.setdefault(others[words[at]], dict.fromkeys(total, 0))[name] += 1
+    out = {
         "total": total,
         "by_vm": by_vm,
         "migrations": (where if where is not None else placement(data, domids))["migrations"],
         "lost_records": lost,
     }
+    if others is not None:
+        out["by_other_vm"] = by_other
+    return out
 
 
 class Trace:
@@ -263,8 +275,10 @@ def traced_events(
     """counters.sched_events of a run traced with SCHED_ALL_MASK (xentrace.sched_events, the
     guests named; `where`: placement() of this trace for these guests, if the caller has it);
     a lost record fails the run (the counts would be short)."""
-    ids = {i: n for i, n in doms.ids().items() if n in names}
-    ev = no_lost(sched_events(trace.data, ids, where), study, opts)
+    all_ids = doms.ids()
+    ids = {i: n for i, n in all_ids.items() if n in names}
+    others = {i: n for i, n in all_ids.items() if n not in names and i != 0}  # domid 0: dom0
+    ev = no_lost(sched_events(trace.data, ids, where, others), study, opts)
     ev["bytes"] = len(trace.data)
     return ev
 
@@ -273,13 +287,16 @@ def sum_events(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """sched_events of several traces of one run (S4's phases) added up: totals, per guest,
     migrations, lost records and bytes."""
     out: dict[str, Any] = {"total": {}, "by_vm": {}, "migrations": 0, "lost_records": 0, "bytes": 0}
+    if any("by_other_vm" in p for p in parts):
+        out["by_other_vm"] = {}
     for p in parts:
         for k, n in p["total"].items():
             out["total"][k] = out["total"].get(k, 0) + n
-        for vm, ev in p["by_vm"].items():
-            mine = out["by_vm"].setdefault(vm, {})
-            for k, n in ev.items():
-                mine[k] = mine.get(k, 0) + n
+        for key in ("by_vm", "by_other_vm"):
+            for vm, ev in p.get(key, {}).items():
+                mine = out[key].setdefault(vm, {})
+                for k, n in ev.items():
+                    mine[k] = mine.get(k, 0) + n
         for k in ("migrations", "lost_records", "bytes"):
             out[k] += int(p.get(k, 0))
     return out

@@ -284,8 +284,8 @@ def traced_events(
 
 
 def sum_events(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """sched_events of several traces of one run (S4's phases) added up: totals, per guest,
-    migrations, lost records and bytes."""
+    """sched_events of several traces of one run (S4's phases) added up: totals, per guest
+    (measured ones, and the others where counted), migrations, lost records and bytes."""
     out: dict[str, Any] = {"total": {}, "by_vm": {}, "migrations": 0, "lost_records": 0, "bytes": 0}
     if any("by_other_vm" in p for p in parts):
         out["by_other_vm"] = {}

@@ -173,6 +173,48 @@ def test_sched_events_counts_decisions_per_guest():
     apart = sched_events(data, {1: "lock1"}, others={2: "lock2"})
     assert "lock2" not in apart["by_vm"] and apart["by_other_vm"]["lock2"] == got["by_vm"]["lock2"]
     assert apart["total"] == got["total"] and "by_other_vm" not in got
+    # dom0's own decisions are counted apart from the guests'
+    assert got["dom0"]["events"] == {**dict.fromkeys(got["total"], 0), "yield": 1}
+
+
+def test_sched_events_measures_dom0s_run_intervals():
+    """dom0's run intervals, whatever pCPU's window holds them: counted, summed, and binned
+    by powers of two; an interval the trace cuts is left out, and guests' are not dom0's."""
+    from schedlab.workloads.xentrace import sched_events
+
+    data = window(
+        0,
+        rs(100, 0, 0, BLOCKED, RUNNING),
+        rs(1100, 0, 0, RUNNING, BLOCKED),  # 1000 ticks
+        rs(2000, 0, 2, RUNNING, BLOCKED),  # began before the trace: not counted
+        rs(3000, 1, 0, RUNNABLE, RUNNING),
+        rs(9000, 1, 0, RUNNING, BLOCKED),  # a guest's
+    ) + window(
+        1,
+        rs(1500, 0, 1, BLOCKED, RUNNING),  # still running when the trace ends: not counted
+        rs(4000, 0, 0, BLOCKED, RUNNING),
+        rs(4040, 0, 0, RUNNING, RUNNABLE),  # 40 ticks
+    )
+    d0 = sched_events(data, {1: "lock1"})["dom0"]
+    assert d0["runs"] == 2 and d0["run_ticks"] == 1040
+    assert d0["run_ticks_log2"] == {"5": 1, "9": 1}
+
+
+def test_sched_events_dom0_interval_crossing_windows():
+    """dom0's vCPU starts on one pCPU's window and stops in the same pCPU's later window."""
+    from schedlab.workloads.xentrace import sched_events
+
+    data = (
+        window(0, rs(100, 0, 0, BLOCKED, RUNNING))
+        + window(1, rs(150, 1, 0, BLOCKED, RUNNING))
+        + window(0, rs(356, 0, 0, RUNNING, BLOCKED))
+    )
+    assert sched_events(data)["dom0"] == {
+        "events": sched_events(data)["dom0"]["events"],
+        "runs": 1,
+        "run_ticks": 256,
+        "run_ticks_log2": {"8": 1},
+    }
 
 
 def test_sched_events_reports_lost_records():
@@ -207,3 +249,12 @@ def test_sum_events_adds_a_runs_traces_up():
     assert sum_events([a, b])["by_other_vm"] == {"lock3": {"wake": 7}}
     assert got["by_vm"] == {"lock1": {"wake": 3, "boost": 1}, "lock2": {"wake": 0}}
     assert a["by_vm"]["lock1"]["wake"] == 2  # the parts are left as they were
+    assert "dom0" not in got
+    a["dom0"] = {"events": {"wake": 2}, "runs": 3, "run_ticks": 30, "run_ticks_log2": {"3": 3}}
+    b["dom0"] = {"events": {"wake": 1}, "runs": 1, "run_ticks": 100, "run_ticks_log2": {"6": 1}}
+    assert sum_events([a, b])["dom0"] == {
+        "events": {"wake": 3},
+        "runs": 4,
+        "run_ticks": 130,
+        "run_ticks_log2": {"3": 3, "6": 1},
+    }

@@ -172,14 +172,22 @@ def sched_events(
     for the same trace and guests, so a caller that has it does not parse the trace again).
     `others`: guests booted but not in the measurement (S0's and S4's unused VMs), counted
     apart under "by_other_vm", so their idle wakes can be told from dom0's in the totals.
+    "dom0": dom0's own counts and its run intervals (dom0_runs()), so the model's dom0 can be
+    sized from what dom0 did in the measurement rather than guessed.
     Lost records are reported, not hidden: "lost_records"."""
     total = dict.fromkeys((n for n, _ in SCHED_EVENTS.values()), 0)
     by_vm: dict[str, dict[str, int]] = {}
     by_other: dict[str, dict[str, int]] = {}
+    dom0 = dict.fromkeys(total, 0)
+    dom0_states: list[tuple[int, int, int, int]] = []  # tsc, order, event, word
     lost = 0
-    for _cpu, _tsc, ev, words in records(data):
+    for i, (_cpu, tsc, ev, words) in enumerate(records(data)):
         if ev == TRC_LOST_RECORDS:
             lost += words[0] if words else 1
+            continue
+        if ev & ~RUNSTATE_BITS == TRC_SCHED_RUNSTATE_CHANGE:
+            if words and tsc is not None and words[0] >> 16 == 0:
+                dom0_states.append((tsc, i, ev, words[0]))
             continue
         hit = SCHED_EVENTS.get(ev)
         if hit is None:
@@ -188,7 +196,9 @@ def sched_events(
         total[name] += 1
         if at is None or len(words) <= at:
             continue
-        if domids is not None and words[at] in domids:
+        if words[at] == 0:
+            dom0[name] += 1
+        elif domids is not None and words[at] in domids:
             by_vm.setdefault(domids[words[at]], dict.fromkeys(total, 0))[name] += 1
         elif others is not None and words[at] in others:
             by_other.setdefault(others[words[at]], dict.fromkeys(total, 0))[name] += 1
@@ -197,10 +207,32 @@ def sched_events(
         "by_vm": by_vm,
         "migrations": (where if where is not None else placement(data, domids))["migrations"],
         "lost_records": lost,
+        "dom0": {"events": dom0, **dom0_runs(dom0_states)},
     }
     if others is not None:
         out["by_other_vm"] = by_other
     return out
+
+
+def dom0_runs(states: list[tuple[int, int, int, int]]) -> dict[str, Any]:
+    """dom0's run intervals from its runstate records (tsc, order, event, word): how many
+    ("runs"), their total ("run_ticks", TSC ticks) and their lengths as a histogram of
+    powers of two ("run_ticks_log2": {k: intervals of 2^k to 2^(k+1) - 1 ticks}), which adds
+    up over traces. An interval cut by the trace's start or end is not counted."""
+    since: dict[int, int] = {}
+    runs = ticks = 0
+    hist: dict[str, int] = {}
+    for tsc, _, ev, word in sorted(states):
+        vcpu, old, new = word & 0xFFFF, (ev >> 8) & 3, (ev >> 4) & 3
+        if new == RUNNING:
+            since[vcpu] = tsc
+        elif old == RUNNING and vcpu in since:
+            span = tsc - since.pop(vcpu)
+            runs += 1
+            ticks += span
+            k = str(max(span, 1).bit_length() - 1)
+            hist[k] = hist.get(k, 0) + 1
+    return {"runs": runs, "run_ticks": ticks, "run_ticks_log2": dict(sorted(hist.items(), key=lambda kv: int(kv[0])))}
 
 
 class Trace:
@@ -285,11 +317,21 @@ def traced_events(
 
 def sum_events(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """sched_events of several traces of one run (S4's phases) added up: totals, per guest
-    (measured ones, and the others where counted), migrations, lost records and bytes."""
+    (measured ones, and the others where counted), dom0's counts and run intervals where
+    counted, migrations, lost records and bytes."""
     out: dict[str, Any] = {"total": {}, "by_vm": {}, "migrations": 0, "lost_records": 0, "bytes": 0}
     if any("by_other_vm" in p for p in parts):
         out["by_other_vm"] = {}
+    if any("dom0" in p for p in parts):
+        out["dom0"] = {"events": {}, "runs": 0, "run_ticks": 0, "run_ticks_log2": {}}
     for p in parts:
+        if "dom0" in p:
+            d, mine = p["dom0"], out["dom0"]
+            for key in ("events", "run_ticks_log2"):
+                for k, n in d.get(key, {}).items():
+                    mine[key][k] = mine[key].get(k, 0) + n
+            mine["runs"] += int(d.get("runs", 0))
+            mine["run_ticks"] += int(d.get("run_ticks", 0))
         for k, n in p["total"].items():
             out["total"][k] = out["total"].get(k, 0) + n
         for key in ("by_vm", "by_other_vm"):

@@ -258,3 +258,34 @@ def test_sum_events_adds_a_runs_traces_up():
         "run_ticks": 130,
         "run_ticks_log2": {"3": 3, "6": 1},
     }
+
+
+def test_lockstorm_traces_the_storm_when_asked(monkeypatch):
+    """S2 with sched_trace: the storm's scheduler events per guest, dom0's apart."""
+    from test_workloads import FakeDomains, FakeHost
+
+    from schedlab.workloads import lockstorm
+
+    class Doms(FakeDomains):
+        def ids(self):
+            return {0: "Domain-0", 1: "lock1", 2: "lock2"}
+
+    class FakeTrace:
+        def __init__(self, host, pages, mask):
+            self.data = b""
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.data = TRACE
+
+    monkeypatch.setattr(lockstorm, "Trace", FakeTrace)
+    line = LINE.replace("flavour=none", "flavour=kernel")
+    doms = Doms({"lock1": line, "lock2": line.replace("vm=lock1", "vm=lock2")})
+    opts = {**workloads.DEFAULTS, "variant_guest": {"lock": "pv-ticket"}}
+    assert "sched_events" not in lockstorm.run(FakeHost(), doms, opts, {"overcommit": 1}, 7, {}).counters
+    r = lockstorm.run(FakeHost(), doms, {**opts, "sched_trace": True}, {"overcommit": 1}, 7, {})
+    ev = r.counters["sched_events"]
+    assert ev["migrations"] == 2 and ev["lost_records"] == 0 and ev["bytes"] == len(TRACE)
+    assert ev["by_other_vm"] == {} and r.counters["trace_window_guest_s"] == 12.5  # lock2 booted, idle

@@ -29,6 +29,7 @@ from schedlab.core.testbed import RunFailed, RunResult
 
 from ..host import Host
 from .lockwork import guests_to_boot, hist_percentile, merge_hists, module_params, run_lock_vms, vm_names
+from .xentrace import SCHED_ALL_MASK, Trace, traced_events
 from .xl import Domains
 
 DEFAULTS: dict[str, Any] = {
@@ -68,7 +69,13 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         "guest_vcpus": int(opts["guest_vcpus"]),
         "vcpus_per_pcpu": k,
     }
-    results = run_lock_vms(h, doms, opts, booted_names, names, params, boot, seed, counters)
+    # sched_trace: every scheduler event of the storm, as S0's (counters.sched_events)
+    trace = Trace(h, pages=int(opts["trace_pages"]), mask=SCHED_ALL_MASK) if opts["sched_trace"] else None
+    results = run_lock_vms(
+        h, doms, opts, booted_names, names, params, boot, seed, counters, during=trace and (lambda: trace)
+    )
+    if trace is not None:
+        counters["sched_events"] = traced_events(trace, doms, names, "S2", opts)
     want_pv = 0 if "xen_nopvspin" in boot.split() else 1
     for n, r in results.items():
         if flavour == "kernel" and r.get("pvspin") not in (want_pv, -1):

@@ -212,6 +212,9 @@ def test_s2_lockstorm_end_to_end(testbed):
             assert set(r.counters["per_vm"]) == {"lock1", "lock2"}
             assert all(v["pvspin"] == pv and v["flavour"] == "kernel" for v in r.counters["per_vm"].values())
             assert r.counters["cpu_seconds"]["lock1"] > 0
+            if s2["testbeds"]["qemu"]["options"].get("sched_trace"):
+                ev = r.counters["sched_events"]
+                assert set(ev["by_vm"]) == {"lock1", "lock2"} and ev["dom0"]["runs"] > 0
     finally:
         tb.close()
 

@@ -134,6 +134,8 @@ def test_s1_corun_end_to_end(testbed, s1):
     if s1["testbeds"]["qemu"]["options"].get("sched_trace"):
         ev = r.counters["sched_events"]
         assert ev["lost_records"] == 0 and ev["by_vm"]["io"]["wake"] > 0
+        # dom0 (netback, the client) ran in intervals the trace measured
+        assert ev["dom0"]["runs"] > 0 and sum(ev["dom0"]["run_ticks_log2"].values()) == ev["dom0"]["runs"]
 
 
 @needs_qemu

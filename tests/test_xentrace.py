@@ -110,22 +110,25 @@ LINE = (
 )
 
 
+class FakeTrace:
+    """Stands in for xentrace in dom0: the trace TRACE once the measurement is over."""
+
+    def __init__(self, host, pages, mask=None):
+        self.data = b""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.data = TRACE
+
+
 def test_bursts_metrics_from_results_and_trace(monkeypatch):
     from test_workloads import FakeDomains, FakeHost
 
     class Doms(FakeDomains):
         def ids(self):
             return {0: "Domain-0", 1: "lock1", 2: "lock2"}
-
-    class FakeTrace:
-        def __init__(self, host, pages):
-            self.data = b""
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.data = TRACE
 
     monkeypatch.setattr(bursts, "Trace", FakeTrace)
     doms = Doms({"lock1": LINE, "lock2": LINE.replace("vm=lock1", "vm=lock2").replace("ops=20000", "ops=10000")})
@@ -269,16 +272,6 @@ def test_lockstorm_traces_the_storm_when_asked(monkeypatch):
     class Doms(FakeDomains):
         def ids(self):
             return {0: "Domain-0", 1: "lock1", 2: "lock2"}
-
-    class FakeTrace:
-        def __init__(self, host, pages, mask):
-            self.data = b""
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.data = TRACE
 
     monkeypatch.setattr(lockstorm, "Trace", FakeTrace)
     line = LINE.replace("flavour=none", "flavour=kernel")

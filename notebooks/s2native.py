@@ -105,6 +105,14 @@ if len(pv):  # a testbed may run the A/A pair first (testbeds.<tb>.variants)
     macros["pvy/nequiv"] = str(int((pv["equivalent"] == True).sum()))  # noqa: E712
     macros["pvy/n"] = str(len(pv))
     macros["pvy/maxabs"] = f"{pv['pct'].abs().max():.1f}"
+    macros["pvy/nsig"] = str(int(pv["significant"].sum()))
+    # which benchmarks are equivalent at every thread count, and which are not (named in
+    # the text only where there are any)
+    equiv = [b for b in benches if (pv[pv["bench"] == b]["equivalent"] == True).all()]  # noqa: E712
+    still_open = [b for b in benches if b not in equiv]
+    for key, names in (("pvy/equiv-benches", equiv), ("pvy/open-benches", still_open)):
+        if names:
+            macros[key] = ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
 # the A/A pair (same kernel, nopvspin changes nothing with =n): the noise floor
 aa = cmp[cmp["variant"] == "pv_n_nopvspin"]
 macros["aa/maxabs"] = f"{aa['pct'].abs().max():.1f}"

@@ -355,6 +355,10 @@ class StudyContext:
             f"\\texttt{{{latex_escape(v)}}} ({latex_escape(d['label'])})" for v, d in s["variants"].items()
         )
         tbd = prov["testbeds"][0] if prov["testbeds"] else {}
+        if tbd.get("icount_shift") is not None:
+            # Records before 2026-11-25 name the accel option, which icount overrides
+            # (testbeds.qemu_host.accel_argv): what QEMU ran was one TCG thread.
+            tbd = {**tbd, "accel": "tcg,thread=single"}
         from schedlab.report.methods import _short
 
         # A natively booted kernel runs no Xen: older records of such studies still name
@@ -366,11 +370,12 @@ class StudyContext:
             if isinstance(v, (str, int, float)) and k not in skip
         )
         return (
-            f"\\paragraph{{Setup as run ({tb}).}} Points: {axes}. Variants: {variants}; "
+            # \sloppy: long unbreakable \texttt values (QEMU's version) must not run into the margin
+            f"\\paragraph{{Setup as run ({tb}).}} {{\\sloppy Points: {axes}. Variants: {variants}; "
             f"baseline \\texttt{{{latex_escape(s['baseline'])}}}. "
             f"{st['runs']} measured runs per point after {st['warmup']} discarded warm-up run(s), "
             f"{prov['n_runs']} runs in all, in a seeded interleaved order (plan seed {prov['plan_seed']}). "
-            f"Testbed: {tb_text}. Code: commit {', '.join(latex_escape(c) for c in prov['repo_commits'])}.\n"
+            f"Testbed: {tb_text}. Code: commit {', '.join(latex_escape(c) for c in prov['repo_commits'])}.\\par}}\n"
         )
 
     def comparison_macros(self) -> dict[str, str]:

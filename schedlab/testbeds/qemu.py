@@ -270,7 +270,7 @@ class QemuTestbed(Testbed):
         d = {
             "testbed": "qemu",
             "qemu": qv.stdout.splitlines()[0] if qv.returncode == 0 else "missing",
-            "accel": o["accel"],
+            "accel": accel_argv(o)[1],  # what QEMU runs: icount forces one TCG thread
             **({"icount_shift": o["icount_shift"]} if o["icount_shift"] is not None else {}),
             "cpu": o["cpu"],
             "smp": o["smp"],

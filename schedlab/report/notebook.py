@@ -355,10 +355,12 @@ class StudyContext:
             f"\\texttt{{{latex_escape(v)}}} ({latex_escape(d['label'])})" for v, d in s["variants"].items()
         )
         tbd = prov["testbeds"][0] if prov["testbeds"] else {}
-        if tbd.get("icount_shift") is not None:
-            # Records before 2026-11-25 name the accel option, which icount overrides
-            # (testbeds.qemu_host.accel_argv): what QEMU ran was one TCG thread.
-            tbd = {**tbd, "accel": "tcg,thread=single"}
+        if tbd.get("icount_shift") is not None and "accel" in tbd:
+            # Records before 2026-11-25 name the accel option, which icount overrides: say
+            # what QEMU ran, as the testbed derives it
+            from schedlab.testbeds.qemu_host import accel_argv
+
+            tbd = {**tbd, "accel": accel_argv(tbd)[1]}
         from schedlab.report.methods import _short
 
         # A natively booted kernel runs no Xen: older records of such studies still name

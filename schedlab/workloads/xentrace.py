@@ -325,23 +325,23 @@ def sum_events(parts: list[dict[str, Any]]) -> dict[str, Any]:
     if any("dom0" in p for p in parts):
         out["dom0"] = {"events": {}, "runs": 0, "run_ticks": 0, "run_ticks_log2": {}}
     for p in parts:
-        if "dom0" in p:
-            d, mine = p["dom0"], out["dom0"]
-            for key in ("events", "run_ticks_log2"):
-                for k, n in d.get(key, {}).items():
-                    mine[key][k] = mine[key].get(k, 0) + n
-            mine["runs"] += int(d.get("runs", 0))
-            mine["run_ticks"] += int(d.get("run_ticks", 0))
-        for k, n in p["total"].items():
-            out["total"][k] = out["total"].get(k, 0) + n
+        _add(out["total"], p["total"])
         for key in ("by_vm", "by_other_vm"):
             for vm, ev in p.get(key, {}).items():
-                mine = out[key].setdefault(vm, {})
-                for k, n in ev.items():
-                    mine[k] = mine.get(k, 0) + n
-        for k in ("migrations", "lost_records", "bytes"):
-            out[k] += int(p.get(k, 0))
+                _add(out[key].setdefault(vm, {}), ev)
+        if "dom0" in p:
+            d, mine = p["dom0"], out["dom0"]
+            _add(mine["events"], d.get("events", {}))
+            _add(mine["run_ticks_log2"], d.get("run_ticks_log2", {}))
+            _add(mine, {k: int(d.get(k, 0)) for k in ("runs", "run_ticks")})
+        _add(out, {k: int(p.get(k, 0)) for k in ("migrations", "lost_records", "bytes")})
     return out
+
+
+def _add(into: dict[str, int], counts: dict[str, int]) -> None:
+    """Add counts into a dict of counts, key by key."""
+    for k, n in counts.items():
+        into[k] = into.get(k, 0) + n
 
 
 def no_lost(result: dict[str, Any], what: str, opts: dict) -> dict[str, Any]:

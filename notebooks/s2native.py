@@ -100,17 +100,22 @@ macros = {  # ncmp, nsig: StudyContext.comparison_macros
     "maxabs": f"{cmp['pct'].abs().max():.1f}",
     "margin": f"{margin:g}",
 }
-pv = cmp[cmp["variant"] == "pv_y"]
-if len(pv):  # a testbed may run the A/A pair first (testbeds.<tb>.variants)
-    macros["pvy/nequiv"] = str(int((pv["equivalent"] == True).sum()))  # noqa: E712
-    macros["pvy/n"] = str(len(pv))
-    macros["pvy/maxabs"] = f"{pv['pct'].abs().max():.1f}"
-    macros["pvy/nsig"] = str(int(pv["significant"].sum()))
-    # which benchmarks are equivalent at every thread count, and which are not (named in
-    # the text only where there are any)
+# the kernels with PV spinlocks compiled in: enabled (pv_y) and switched off at boot
+# (pv_y_nopvspin); a testbed may run the A/A pair first (testbeds.<tb>.variants)
+for key, variant in (("pvy", "pv_y"), ("pvynop", "pv_y_nopvspin")):
+    pv = cmp[cmp["variant"] == variant]
+    if len(pv):
+        macros[f"{key}/nequiv"] = str(int((pv["equivalent"] == True).sum()))  # noqa: E712
+        macros[f"{key}/n"] = str(len(pv))
+        macros[f"{key}/maxabs"] = f"{pv['pct'].abs().max():.1f}"
+        macros[f"{key}/nsig"] = str(int(pv["significant"].sum()))
+# which benchmarks are equivalent at every thread count with every compiled-in kernel, and
+# which are not (named in the text only where there are any)
+pv = cmp[cmp["variant"].isin(["pv_y", "pv_y_nopvspin"])]
+if len(pv):
     equiv = [b for b in benches if (pv[pv["bench"] == b]["equivalent"] == True).all()]  # noqa: E712
     still_open = [b for b in benches if b not in equiv]
-    for key, names in (("pvy/equiv-benches", equiv), ("pvy/open-benches", still_open)):
+    for key, names in (("pvin/equiv-benches", equiv), ("pvin/open-benches", still_open)):
         if names:
             macros[key] = ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
 # the A/A pair (same kernel, nopvspin changes nothing with =n): the noise floor

@@ -170,6 +170,8 @@ def test_sched_events_counts_decisions_per_guest():
     assert got["by_vm"]["lock1"]["boost"] == 1
     assert got["by_vm"]["lock2"] == {**dict.fromkeys(got["total"], 0), "yield": 1, "steal": 1}
     assert got["migrations"] == 1 and got["lost_records"] == 0
+    # the ticks the trace spans, earliest to latest record over both pCPUs' buffers
+    assert got["tsc_span"] == max(t for _, t, _, _ in records(data) if t) - min(t for _, t, _, _ in records(data) if t)
     # a caller that already has placement() of the trace passes it: the same counts
     assert sched_events(data, {1: "lock1", 2: "lock2"}, placement(data, {1: "lock1", 2: "lock2"})) == got
     # a booted guest outside the measurement is counted apart, not as a measured guest
@@ -245,8 +247,10 @@ def test_sum_events_adds_a_runs_traces_up():
         "lost_records": 0,
         "bytes": 50,
     }
+    a["tsc_span"], b["tsc_span"] = 1000, 400  # the phases' spans add, as their guest windows do
     got = sum_events([a, b])
     assert got["total"] == {"wake": 4, "boost": 1} and got["migrations"] == 5 and got["bytes"] == 150
+    assert got["tsc_span"] == 1400
     assert "by_other_vm" not in got
     a["by_other_vm"], b["by_other_vm"] = {"lock3": {"wake": 5}}, {"lock3": {"wake": 2}}
     assert sum_events([a, b])["by_other_vm"] == {"lock3": {"wake": 7}}

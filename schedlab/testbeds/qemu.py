@@ -341,9 +341,10 @@ class QemuTestbed(Testbed):
                 "xen_version": vm.info.get("xen_version"),
                 "build_id": vm.info.get("build_id"),
             }
+            # cpu_mhz: Xen's calibrated TSC rate, which turns the trace's TSC ticks into time
             res.counters["booted"] = {
                 k: vm.info.get(k)
-                for k in ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release")
+                for k in ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release", "cpu_mhz")
             }
             res.counters["qemu"] = {
                 k: cfg[k] for k in ("accel", "icount_shift", "cpu", "smp", "memory_mb", "numa_nodes", "xen_build")

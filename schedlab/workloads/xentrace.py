@@ -174,6 +174,8 @@ def sched_events(
     apart under "by_other_vm", so their idle wakes can be told from dom0's in the totals.
     "dom0": dom0's own counts and its run intervals (dom0_runs()), so the model's dom0 can be
     sized from what dom0 did in the measurement rather than guessed.
+    "tsc_span": TSC ticks from the earliest timed record to the latest, which against the guest
+    time the trace spanned (guest_span) gives the trace's tick rate.
     Lost records are reported, not hidden: "lost_records"."""
     total = dict.fromkeys((n for n, _ in SCHED_EVENTS.values()), 0)
     by_vm: dict[str, dict[str, int]] = {}
@@ -181,7 +183,10 @@ def sched_events(
     dom0 = dict.fromkeys(total, 0)
     dom0_states: list[tuple[int, int, int, int]] = []  # tsc, order, event, word
     lost = 0
+    tscs: list[int] = []  # the pCPUs' buffers interleave, so the span is max - min
     for i, (_cpu, tsc, ev, words) in enumerate(records(data)):
+        if tsc is not None:
+            tscs.append(tsc)
         if ev == TRC_LOST_RECORDS:
             lost += words[0] if words else 1
             continue
@@ -208,6 +213,7 @@ def sched_events(
         "migrations": (where if where is not None else placement(data, domids))["migrations"],
         "lost_records": lost,
         "dom0": {"events": dom0, **dom0_runs(dom0_states)},
+        "tsc_span": max(tscs) - min(tscs) if tscs else 0,
     }
     if others is not None:
         out["by_other_vm"] = by_other
@@ -319,7 +325,7 @@ def sum_events(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """sched_events of several traces of one run (S4's phases) added up: totals, per guest
     (measured ones, and the others where counted), dom0's counts and run intervals where
     counted, migrations, lost records and bytes."""
-    out: dict[str, Any] = {"total": {}, "by_vm": {}, "migrations": 0, "lost_records": 0, "bytes": 0}
+    out: dict[str, Any] = {"total": {}, "by_vm": {}, "migrations": 0, "lost_records": 0, "bytes": 0, "tsc_span": 0}
     if any("by_other_vm" in p for p in parts):
         out["by_other_vm"] = {}
     if any("dom0" in p for p in parts):
@@ -334,7 +340,7 @@ def sum_events(parts: list[dict[str, Any]]) -> dict[str, Any]:
             _add(mine["events"], d.get("events", {}))
             _add(mine["run_ticks_log2"], d.get("run_ticks_log2", {}))
             _add(mine, {k: int(d.get(k, 0)) for k in ("runs", "run_ticks")})
-        _add(out, {k: int(p.get(k, 0)) for k in ("migrations", "lost_records", "bytes")})
+        _add(out, {k: int(p.get(k, 0)) for k in ("migrations", "lost_records", "bytes", "tsc_span")})
     return out
 
 

@@ -174,8 +174,8 @@ def sched_events(
     apart under "by_other_vm", so their idle wakes can be told from dom0's in the totals.
     "dom0": dom0's own counts and its run intervals (dom0_runs()), so the model's dom0 can be
     sized from what dom0 did in the measurement rather than guessed.
-    "tsc_span": TSC ticks from the earliest timed record to the latest, which against the guest
-    time the trace spanned (guest_span) gives the trace's tick rate.
+    "tsc_span" (placement's): TSC ticks from the earliest timed record to the latest, which
+    against the guest time the trace spanned (guest_span) gives the trace's tick rate.
     Lost records are reported, not hidden: "lost_records"."""
     total = dict.fromkeys((n for n, _ in SCHED_EVENTS.values()), 0)
     by_vm: dict[str, dict[str, int]] = {}
@@ -183,10 +183,7 @@ def sched_events(
     dom0 = dict.fromkeys(total, 0)
     dom0_states: list[tuple[int, int, int, int]] = []  # tsc, order, event, word
     lost = 0
-    tscs: list[int] = []  # the pCPUs' buffers interleave, so the span is max - min
     for i, (_cpu, tsc, ev, words) in enumerate(records(data)):
-        if tsc is not None:
-            tscs.append(tsc)
         if ev == TRC_LOST_RECORDS:
             lost += words[0] if words else 1
             continue
@@ -207,13 +204,14 @@ def sched_events(
             by_vm.setdefault(domids[words[at]], dict.fromkeys(total, 0))[name] += 1
         elif others is not None and words[at] in others:
             by_other.setdefault(others[words[at]], dict.fromkeys(total, 0))[name] += 1
+    where = where if where is not None else placement(data, domids)
     out = {
         "total": total,
         "by_vm": by_vm,
-        "migrations": (where if where is not None else placement(data, domids))["migrations"],
+        "migrations": where["migrations"],
         "lost_records": lost,
         "dom0": {"events": dom0, **dom0_runs(dom0_states)},
-        "tsc_span": max(tscs) - min(tscs) if tscs else 0,
+        "tsc_span": where["tsc_span"],
     }
     if others is not None:
         out["by_other_vm"] = by_other
@@ -324,7 +322,7 @@ def traced_events(
 def sum_events(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """sched_events of several traces of one run (S4's phases) added up: totals, per guest
     (measured ones, and the others where counted), dom0's counts and run intervals where
-    counted, migrations, lost records and bytes."""
+    counted, migrations, lost records, bytes and the ticks the traces span."""
     out: dict[str, Any] = {"total": {}, "by_vm": {}, "migrations": 0, "lost_records": 0, "bytes": 0, "tsc_span": 0}
     if any("by_other_vm" in p for p in parts):
         out["by_other_vm"] = {}

@@ -123,7 +123,7 @@ def test_s1_corun_end_to_end(testbed, s1):
     assert desc["xen_debian"]["package"] == "xen-hypervisor-4.17-amd64"
     r = testbed.run_once(s1, "fixed", {"mode": "corun"}, seed=1)
     assert r.counters["booted"]["xen_scheduler"] == "credit"
-    assert float(r.counters["booted"]["cpu_mhz"]) > 0  # the trace's TSC rate
+    assert float(r.counters["booted"]["cpu_mhz"]) > 0  # Xen's calibrated TSC rate
     assert "booted" not in testbed.describe()  # per run, not per process (a study boots several builds)
     assert r.metrics["throughput_mbps"] > 0
     assert r.metrics["latency_us"] > 0

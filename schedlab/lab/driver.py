@@ -691,7 +691,7 @@ class HostDriver:
                         "release",
                         "nr_cpus",
                         "nr_nodes",
-                        "cpu_mhz",  # the TSC rate Xen calibrated: the trace's ticks in time
+                        "cpu_mhz",  # the TSC rate Xen calibrated, beside the trace's measured one
                     )
                 },
                 "events": self.events,

@@ -137,21 +137,16 @@ if n_rounds:
 macros
 
 # %% [markdown]
-# The seed's decision, tested directly (comparisons the table does not make, each call one
-# Holm family): is yield alone within a few per cent of pick+push+yield once there is more
-# than one VM, and what does yield cost at one VM? Equivalence (TOST) against the seed's own
-# bounds, stated here before the comparison: yield's throughput was below pick+push+yield's
-# "by less than 2 % in all cases", and its single-VM cost "less than 1 %".
+# The seed's decision, tested directly (comparisons the table does not make, each one Holm
+# family): is yield alone within a few per cent of pick+push+yield once there is more than one
+# VM, and what does yield cost at one VM? Equivalence (TOST) against the seed's own bounds, as
+# the study file's claim states them before measuring: yield's throughput was below
+# pick+push+yield's "by less than 2 % in all cases", and its single-VM cost "less than 1 %".
 
 # %%
-MARGIN_VS_PPY_PCT = 2.0
-MARGIN_ONE_VM_PCT = 1.0
+margins = {p["check"]: p["equivalent_within_pct"] for p in ctx.study["claim"]["parts"] if p.get("check")}
 first = config.points(ctx.study, testbed)[0]
-if {"yield", "ppy"} <= set(ctx.study["variants"]):
-    ctx.check("yield-ppy", {"yield": "ppy"}, ["throughput"], where=lambda p: p != first,
-              margin_pct=MARGIN_VS_PPY_PCT)
-if {"yield", "base"} <= set(ctx.study["variants"]):
-    ctx.check("cost", {"yield": "base"}, ["throughput"], where=lambda p: p == first, margin_pct=MARGIN_ONE_VM_PCT)
+ctx.claim_checks()
 # the answers under names that do not depend on the testbed's points: `decision/ppy/...` at the
 # largest point, `decision/ppy/neq` (equivalent at how many of the points compared), `decision/cost/...`
 pid_top, pid_first = (config.point_id(p) for p in (config.points(ctx.study, testbed)[-1], first))
@@ -164,8 +159,8 @@ if ppy_rows:
     macros["decision/ppy/neq"] = f"{sum(bool(c['equivalent']) for c in ppy_rows)} of {len(ppy_rows)}"
     macros["decision/ppy/range"] = (f"{min(c['value'] for c in ppy_rows):.1f} to {max(c['value'] for c in ppy_rows):.1f}"
                                     .replace("-", "$-$"))
-macros["decision/margin-ppy"] = f"{MARGIN_VS_PPY_PCT:g}"
-macros["decision/margin-cost"] = f"{MARGIN_ONE_VM_PCT:g}"
+macros["decision/margin-ppy"] = f"{margins['yield-ppy']:g}"
+macros["decision/margin-cost"] = f"{margins['cost']:g}"
 ctx.check_macros
 
 # %%

@@ -58,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=_bounded("seed"), help="base seed (default: config/config.yaml)")
     r.add_argument("--manifest", help="also write the point's manifest (used by the Snakemake rules)")
     r.add_argument("--host", help="lab testbed: inventory host or pool to run on")
+    r.add_argument(
+        "--exploratory",
+        action="store_true",
+        help="runs that never reach the paper's tables: allowed from a checkout with uncommitted "
+        "changes or with another --reps than the registered design's",
+    )
 
     rs = sub.add_parser("run-study", help="run a whole study in its interleaved plan order (real hosts)")
     rs.add_argument("study")
@@ -73,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="V",
         help="run only these variants' runs, in the whole plan's order (repeatable; "
         "a later run without it resumes and adds the others)",
+    )
+    rs.add_argument(
+        "--exploratory",
+        action="store_true",
+        help="runs that never reach the paper's tables (allowed from a checkout with uncommitted changes)",
     )
 
     ds = sub.add_parser(
@@ -195,9 +206,17 @@ def cmd_run(args) -> int:
     out, seed = _out_dir(args.out), _base_seed(args)
     tb = _testbed(args)
     try:
-        PointRunner(study, args.testbed, args.variant, point, out, seed, runs=args.reps, testbed=tb).run(
-            manifest=Path(args.manifest) if args.manifest else None
-        )
+        PointRunner(
+            study,
+            args.testbed,
+            args.variant,
+            point,
+            out,
+            seed,
+            runs=args.reps,
+            testbed=tb,
+            exploratory=args.exploratory,
+        ).run(manifest=Path(args.manifest) if args.manifest else None)
     finally:
         tb.close()
     return 0
@@ -218,7 +237,14 @@ def cmd_run_study(args) -> int:
         )
     try:
         entries = run_study(
-            study, args.testbed, out, seed, tb, manifest_dir=points_dir, variants=set(args.variant) or None
+            study,
+            args.testbed,
+            out,
+            seed,
+            tb,
+            manifest_dir=points_dir,
+            variants=set(args.variant) or None,
+            exploratory=args.exploratory,
         )
     finally:
         tb.close()
@@ -235,7 +261,8 @@ def cmd_dataset(args) -> int:
     res = dataset(study, args.testbed, _out_dir(args.out), _base_seed(args), Path(args.manifest))
     print(
         f"{study['study']}/{args.testbed}: {res['runs']} runs at {res['points']} (variant, point)s from the "
-        f"records; {len(res['missing'])} incomplete, {res['failed']} failed-run records not used"
+        f"records; {len(res['missing'])} incomplete, {res['failed']} failed-run records not used, "
+        f"{res['not_used']} record(s) of other designs or exploratory not used (kept; listed in the manifest)"
     )
     return 0
 

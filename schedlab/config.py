@@ -283,6 +283,38 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
                     f"testbed {tb!r} is not one of the study's (testbeds: {', '.join(study['testbeds'])})",
                 )
     for tb, over in study["testbeds"].items():
+        unit = over.get("unit", DEFAULT_UNIT[tb])
+        if unit == "boot" and tb == "sim":
+            fail(["testbeds", tb, "unit"], "the sim has no boots: its unit is the run (one seed each)")
+        if unit != "boot":
+            for k in ("boot_plan", "runs_per_boot"):
+                if k in over:
+                    fail(["testbeds", tb, k], f"applies where the unit is the boot (unit is {unit!r})")
+        if over.get("boot_plan") == "variant-round" and over.get("order", "variant-blocks") != "variant-blocks":
+            fail(
+                ["testbeds", tb, "boot_plan"], "variant-round needs order variant-blocks (a variant's points together)"
+            )
+        if over.get("runs_per_boot", 1) > 1 and over.get("analysis") == "paired":
+            fail(["testbeds", tb, "runs_per_boot"], "a paired analysis pairs one run of each variant per boot")
+        if unit == "boot" and over.get("analysis") == "paired":
+            # pairs are the variants of one boot: they must boot the same thing
+            if over.get("boot_plan") == "variant-round":
+                fail(
+                    ["testbeds", tb, "analysis"],
+                    "paired needs boot_plan round (the variants of a round share its boot)",
+                )
+            booted = {
+                v: json.dumps(
+                    [(variants[v].get("xen") or {}).get(k) for k in ("patches", "boot")] + [variants[v].get("kernel")]
+                )
+                for v in (over.get("variants") or variants)
+            }
+            if len(set(booted.values())) > 1:
+                fail(
+                    ["testbeds", tb, "analysis"],
+                    "paired needs variants that share a boot (the same xen.patches, xen.boot and kernel); "
+                    f"{', '.join(sorted(booted))} differ",
+                )
         for axis in over.get("axes", {}):
             if axis not in study["axes"]:
                 fail(["testbeds", tb, "axes", axis], f"unknown axis (study axes: {', '.join(study['axes'])})")
@@ -295,6 +327,26 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
                 base = variants[v].get("baseline", study["baseline"])
                 if base not in subset:
                     fail(["testbeds", tb, "variants"], f"{v!r} is compared with {base!r}, which is not in the list")
+    claim = study.get("claim") or {}
+    for i, part in enumerate(claim.get("parts") or []):
+        for key in ("variant", "reference"):
+            if key in part and part[key] not in variants:
+                fail(["claim", "parts", i, key], f"unknown variant {part[key]!r} (variants: {', '.join(variants)})")
+        names = {m["name"] for m in study["metrics"]}
+        for j, m in enumerate(part["metrics"]):
+            if m not in names:
+                fail(["claim", "parts", i, "metrics", j], f"unknown metric {m!r} (metrics: {', '.join(sorted(names))})")
+        if part["direction"] == "equivalent" and not (
+            part.get("equivalent_within_pct") or study.get("equivalence_margin_pct")
+        ):
+            fail(["claim", "parts", i], "direction equivalent needs equivalent_within_pct (or equivalence_margin_pct)")
+        if part["direction"] != "equivalent" and "equivalent_within_pct" in part:
+            fail(["claim", "parts", i, "equivalent_within_pct"], "only a part with direction equivalent has a margin")
+        where = part.get("where", "all")
+        if isinstance(where, dict):
+            for axis in where:
+                if axis not in study["axes"]:
+                    fail(["claim", "parts", i, "where", axis], f"unknown axis (study axes: {', '.join(study['axes'])})")
 
 
 def _not_json(obj: Any, path: list) -> tuple[list, str] | None:
@@ -378,13 +430,82 @@ def testbed_settings(study: dict, testbed: str) -> dict:
         # declared before measuring: "paired" pairs the variants' runs of one round (one boot)
         "analysis": over.get("analysis", "welch"),
         "options": dict(over.get("options") or {}),
+        # the experimental unit and how run-study makes units (docs/statistics.md)
+        "unit": over.get("unit", DEFAULT_UNIT[testbed]),
+        "boot_plan": over.get("boot_plan", "round"),
+        "runs_per_boot": over.get("runs_per_boot", 1),
     }
+
+
+# Runs inside one boot of a host (emulated or real) share its state, so they are not
+# independent: there the boot is the replicate. The sim's runs each have their own seed.
+DEFAULT_UNIT = {"sim": "run", "qemu": "boot", "lab": "boot"}
+
+
+def claim_decisions(study: dict) -> dict | None:
+    """What of the study's claim decides a verdict (parts with their margins, the testbeds
+    that cannot test it), without its prose: part of every testbed's registered design."""
+    claim = study.get("claim")
+    if not claim:
+        return None
+    margin = study.get("equivalence_margin_pct")
+    parts = []
+    for p in claim["parts"]:
+        q = {k: v for k, v in p.items() if k != "label"}
+        if q["direction"] == "equivalent":
+            q.setdefault("equivalent_within_pct", margin)
+        parts.append(q)
+    return {"parts": parts, "untestable": sorted(claim.get("untestable") or {})}
+
+
+def design(study: dict, testbed: str) -> dict:
+    """A study's design on one testbed, as it must be committed before the first
+    confirmatory run and never change after (docs/workflow.md, "Registration"): the unit and
+    boot plan, runs, warm-ups, run order, analysis, the power analysis, options, axes,
+    variants, the claim's decisions. A record carries its hash (`design_hash`); `schedlab
+    dataset` uses only records whose design is today's."""
+    s = testbed_settings(study, testbed)
+    return {
+        "unit": s["unit"],
+        "boot_plan": s["boot_plan"] if s["unit"] == "boot" else None,
+        "runs_per_boot": s["runs_per_boot"] if s["unit"] == "boot" else None,
+        "runs": s["runs"],
+        "warmup": s["warmup"],
+        "order": s["order"],
+        "analysis": s["analysis"],
+        "power": copy.deepcopy((study["testbeds"].get(testbed) or {}).get("design")),
+        "options": copy.deepcopy(s["options"]),
+        "axes": copy.deepcopy(s["axes"]),
+        "variants": s["variants"],
+        "claim": claim_decisions(study),
+    }
+
+
+def design_hash(study: dict, testbed: str) -> str:
+    return sha256(design(study, testbed))
 
 
 def points(study: dict, testbed: str) -> list[dict]:
     axes = testbed_settings(study, testbed)["axes"]
     names = list(axes)
     return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
+
+
+def claim_points(study: dict, testbed: str, where) -> list[dict]:
+    """The points of a claim's part (`where:` in the study file's claim): all, top (the last),
+    first, rest (all but the first), or {axis: [values]} (those of them the testbed runs)."""
+    pts = points(study, testbed)
+    if where == "all":
+        return pts
+    if where == "top":
+        return pts[-1:]
+    if where == "first":
+        return pts[:1]
+    if where == "rest":
+        return pts[1:]
+    if isinstance(where, dict):
+        return [p for p in pts if all(p.get(a) in vals for a, vals in where.items())]
+    raise ValueError(f"unknown point selection {where!r}")
 
 
 def metric_applies(metric: dict, point: dict, testbed: str | None = None) -> bool:

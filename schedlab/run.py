@@ -19,25 +19,57 @@ from pathlib import Path
 
 from schedlab import __version__, config, records, store
 from schedlab.core.files import atomic_write
-from schedlab.core.plan import derive_seed, plan  # noqa: F401  (schedlab.run.plan is public)
+from schedlab.core.plan import boot_key, derive_seed, plan, repetitions  # noqa: F401  (schedlab.run.plan is public)
 from schedlab.core.testbed import RunFailed
 
 
-@functools.cache
-def repo_state() -> dict:
-    root = config.ROOT
+class Refused(RunFailed):
+    """A confirmatory run that the study's registered design does not allow (a dirty tree, a
+    design not committed, a second replicate in one boot): nothing is measured or written."""
 
-    def git(*args):
-        try:
-            return subprocess.run(
-                ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20
-            ).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
 
-    commit = git("rev-parse", "HEAD") or "unknown"
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+def _git(*args) -> tuple[int, str]:
+    try:
+        p = subprocess.run(["git", "-C", str(config.ROOT), *args], capture_output=True, text=True, timeout=20)
+        return p.returncode, p.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return 1, ""
+
+
+def _repo_state() -> dict:
+    rc, commit = _git("rev-parse", "HEAD")
+    commit = commit if rc == 0 and commit else "unknown"
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no")[1])
     return {"repo_commit": commit, "repo_dirty": dirty}
+
+
+_repo_state_once = functools.cache(_repo_state)
+
+
+def repo_state(fresh: bool = False) -> dict:
+    """The checkout's commit and whether tracked files differ from it: once per process (the
+    sim's thousands of runs), or `fresh` before each run of a registered design (a campaign
+    lasts hours; an edit during it makes the later runs exploratory)."""
+    return _repo_state() if fresh else _repo_state_once()
+
+
+def registration_problem(study: dict) -> str | None:
+    """Why a confirmatory run of this study may not start now (None: it may): the study's
+    design must be committed before its first confirmatory run, and what runs must be what
+    is committed (docs/workflow.md, "Registration")."""
+    state = repo_state(fresh=True)
+    if state["repo_commit"] == "unknown":
+        return f"{config.ROOT} is not a git checkout, so the design cannot be shown committed"
+    if state["repo_dirty"]:
+        return "the checkout has uncommitted changes (git status): commit the design and the code first"
+    rel = study.get("_file", "")
+    if rel and not Path(rel).is_absolute():
+        rc, _ = _git("ls-files", "--error-unmatch", "--", rel)
+        if rc != 0:
+            return f"{rel} is not committed"
+    else:
+        return f"{rel or study['study']}: a study file outside the checkout cannot be registered"
+    return None
 
 
 @functools.cache
@@ -92,6 +124,16 @@ def failed_fields(e: RunFailed, started: str, t0: float) -> dict:
     }
 
 
+def require_registered(study: dict, testbed_name: str) -> None:
+    """Refuse a confirmatory run whose design is not committed (registration_problem)."""
+    why = registration_problem(study)
+    if why:
+        raise Refused(
+            f"{study['study']} on {testbed_name}: a confirmatory run needs its design committed, "
+            f"but {why} (or run with --exploratory: never in the paper's tables)"
+        )
+
+
 def index_plan(order: list[dict]) -> dict[tuple, dict]:
     """A plan's entries by (variant, point id, repetition)."""
     return {(e["variant"], config.point_id(e["point"]), e["repetition"]): e for e in order}
@@ -112,17 +154,29 @@ class PointRunner:
         testbed=None,
         log=sys.stderr,
         order: dict | None = None,
+        exploratory: bool = False,
     ):
         """order: the study's plan indexed by (variant, point id, repetition), when the
-        caller has it (run_study); otherwise it is derived here once."""
+        caller has it (run_study); otherwise it is derived here once. exploratory: runs that
+        never reach the paper's tables (allowed from a dirty tree; their own run keys)."""
         from schedlab import testbeds
 
         self.study, self.testbed_name, self.variant, self.point = study, testbed_name, variant, point
         self.settings = config.testbed_settings(study, testbed_name)
+        self.design_hash = config.design_hash(study, testbed_name)
         if runs is not None:
             if runs < 1:
                 raise config.ConfigError(f"--reps {runs}: must be at least 1")
+            if runs != self.settings["runs"] and self.settings["unit"] == "boot" and not exploratory:
+                raise Refused(
+                    f"--reps {runs}: the registered design of {study['study']} on {testbed_name} has "
+                    f"{self.settings['runs']} runs; other counts are exploratory (--exploratory)"
+                )
             self.settings["runs"] = runs
+        # where the unit is the boot the design is registered: its hash is in every run key
+        self.registered = self.settings["unit"] == "boot"
+        self.exploratory = exploratory
+        self.layout = repetitions(self.settings)
         self.data_dir = Path(data_dir)
         self.base_seed = base_seed
         self.folder = store.raw_dir(self.data_dir, testbed_name, study["study"])
@@ -135,17 +189,72 @@ class PointRunner:
         self._described: dict | None = None
 
     def run_key(self, rep: int, build_id: str) -> str:
-        return store.run_key_of(self.definition_hash, build_id, rep, self.base_seed)
+        return store.run_key_of(
+            self.definition_hash,
+            build_id,
+            rep,
+            self.base_seed,
+            self.design_hash if self.registered else None,
+            self.exploratory,
+        )
 
     def total(self) -> int:
-        return self.settings["warmup"] + self.settings["runs"]
+        return len(self.layout)
 
     def run(self, manifest: Path | None = None) -> list[dict]:
-        """All repetitions of this point, in repetition order (the sim's point jobs)."""
-        entries = [self.run_rep(rep) for rep in range(self.total())]
+        """All repetitions of this point, in repetition order (the sim's point jobs); where
+        the unit is the boot, each round in a fresh boot."""
+        self.check_registered()
+        entries, boot = [], object()
+        for r in self.layout:
+            key = boot_key({**r, "variant": self.variant}, self.settings)
+            if key is not None and key != boot:
+                _fresh_boot(self.testbed, self.study)
+                boot = key
+            entries.append(self.run_rep(r["repetition"]))
         if manifest:
             write_manifest(Path(manifest), self, entries)
         return entries
+
+    def check_registered(self) -> None:
+        """Refuse to measure a confirmatory run of a registered design that is not committed."""
+        if self.registered and not self.exploratory:
+            require_registered(self.study, self.testbed_name)
+
+    def _check_unit(self, boot: str | None, warm: bool) -> None:
+        """Refuse a run whose boot already holds runs_per_boot measured replicates of this
+        (variant, point) under this design, or that names no boot, where the unit is the boot."""
+        if not self.registered:
+            return
+        if not boot:
+            raise Refused(
+                f"testbed {self.testbed_name} did not say which boot the run used; the unit of "
+                f"{self.study['study']} is the boot, so the run cannot count"
+            )
+        if warm or self.exploratory:
+            return
+        same = 0
+        for path in store.iter_records(self.folder) if self.folder.is_dir() else []:
+            try:
+                rec = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if (
+                isinstance(rec, dict)
+                and rec.get("status") == "ok"
+                and not rec.get("warmup")
+                and not rec.get("exploratory")
+                and rec.get("definition_hash") == self.definition_hash
+                and rec.get("design_hash") == self.design_hash
+                and records.boot_of(rec) == boot
+            ):
+                same += 1
+        if same >= self.settings["runs_per_boot"]:
+            raise Refused(
+                f"{self.variant} {config.point_id(self.point)}: boot {boot} already holds {same} measured "
+                f"run(s) of it, and the design allows {self.settings['runs_per_boot']} per boot "
+                f"(testbeds.{self.testbed_name}.runs_per_boot); the run is not recorded"
+            )
 
     def run_rep(self, rep: int, executed_as: str = "point-job") -> dict:
         """One repetition: reuse its record if it exists, else run it (with retries)
@@ -156,7 +265,9 @@ class PointRunner:
             self._build_id = self.testbed.build_id(self.study, self.variant)
         build_id = self._build_id
         total = self.total()
-        warm = rep < self.settings["warmup"]
+        if not 0 <= rep < total:
+            raise ValueError(f"repetition {rep} is not one of the design's 0..{total - 1}")
+        warm = self.layout[rep]["warmup"]
         key = self.run_key(rep, build_id)
         run_id = store.run_id_of(self.variant, pid, rep, key)
         path = self.folder / f"{run_id}.json"
@@ -173,6 +284,7 @@ class PointRunner:
                 )
             print(f"{tag}: reusing {path.name}", file=self.log, flush=True)
             return rec
+        self.check_registered()
         if self._described is None:
             # testbeds whose description depends on the study's options take it
             takes_study = "study" in inspect.signature(self.testbed.describe).parameters
@@ -191,6 +303,10 @@ class PointRunner:
             "warmup": warm,
             "seed": seed,
             "definition_hash": self.definition_hash,
+            "design_hash": self.design_hash,
+            "registered": self.registered,
+            "exploratory": self.exploratory,
+            "round": self.layout[rep]["round"],
             "run_order": {
                 "index": order["index"],
                 "plan_size": order["plan_size"],
@@ -198,7 +314,7 @@ class PointRunner:
                 "executed_as": executed_as,
             },
             "provenance": {
-                **repo_state(),
+                **repo_state(fresh=self.registered),
                 "schedlab_version": __version__,
                 "testbed": self._described,
                 "build_id": build_id,
@@ -232,12 +348,36 @@ class PointRunner:
             ]
             if missing:
                 raise RunFailed(f"testbed {self.testbed_name} returned no value for metric(s) {', '.join(missing)}")
+            boot = records.boot_of({"counters": result.counters}) if self.registered else None
+            self._check_unit(boot, warm)
             rec = {**base, "run_id": run_id, "attempt": attempt, **ok_fields(result, started, t0)}
+            if self.registered:
+                rec["boot_id"] = boot
+                # the tree may have changed while the run ran: then it is not confirmatory
+                rec["provenance"] = {**rec["provenance"], **_worst(base["provenance"], repo_state(fresh=True))}
             store.write_record(self.folder, rec)
             shown = ", ".join(f"{k}={v:.6g}" for k, v in rec["metrics"].items())
             print(f"{tag}: {shown} ({rec['duration_s']:.2f} s)", file=self.log, flush=True)
             return store.read_record(path)
         raise RunFailed(f"{tag}: failed {self.settings['retries'] + 1} times; failure records are in {self.folder}")
+
+
+def _fresh_boot(testbed, study: dict) -> None:
+    """Ask the testbed to boot afresh for the next run (a testbed without boots has no
+    fresh_boot; PointRunner still refuses a second replicate in one boot)."""
+    fresh = getattr(testbed, "fresh_boot", None)
+    if fresh is not None:
+        fresh(study)
+
+
+def _worst(before: dict, after: dict) -> dict:
+    """The checkout's state over a run: the commit it started at, dirty if the tree was dirty
+    at its start or end or moved to another commit meanwhile."""
+    moved = before["repo_commit"] != after["repo_commit"]
+    return {
+        "repo_commit": before["repo_commit"],
+        "repo_dirty": bool(before["repo_dirty"] or after["repo_dirty"] or moved),
+    }
 
 
 class Progress:
@@ -288,23 +428,30 @@ def run_study(
     manifest_dir: Path | None = None,
     log=sys.stderr,
     variants: set[str] | None = None,
+    exploratory: bool = False,
 ) -> dict[tuple, list[dict]]:
     """The whole study in its plan order (real hosts: variants interleaved across
     reboots, so host drift is spread over all of them). Existing records are
     reused, so a killed study resumes where it stopped. `variants`: only their runs,
-    in the same order (records keep their index in the whole plan)."""
+    in the same order (records keep their index in the whole plan). Where the unit is the
+    boot, the testbed boots afresh wherever the study's boot plan starts a boot (a round, or
+    a variant in a round), and a run that would put more replicates of one (variant, point)
+    in a boot than the design allows is refused (PointRunner)."""
     runners: dict[tuple, PointRunner] = {}
     entries: dict[tuple, list[dict]] = {}
+    settings = config.testbed_settings(study, testbed_name)
     whole = plan(study, testbed_name, base_seed)
     indexed = index_plan(whole)
     order = [e for e in whole if variants is None or e["variant"] in variants]
+    if settings["unit"] == "boot" and not exploratory and order:
+        require_registered(study, testbed_name)
     progress = Progress(len(order), log)
-    new_round = getattr(testbed, "start_round", None)  # e.g. qemu's boot_per_round
-    rnd = None
+    boot = object()
     for e in order:
-        if new_round is not None and e["repetition"] != rnd:
-            rnd = e["repetition"]
-            new_round(study, rnd)
+        key = boot_key(e, settings)
+        if key is not None and key != boot:
+            _fresh_boot(testbed, study)
+            boot = key
         k = (e["variant"], config.point_id(e["point"]))
         if k not in runners:
             runners[k] = PointRunner(
@@ -317,6 +464,7 @@ def run_study(
                 testbed=testbed,
                 log=log,
                 order=indexed,
+                exploratory=exploratory,
             )
         t0 = time.monotonic()
         rec = runners[k].run_rep(e["repetition"], executed_as="plan")
@@ -386,12 +534,36 @@ def dataset(study: dict, testbed_name: str, data_dir: Path, base_seed: int, out:
     sel = records.select(study, testbed_name, data_dir, base_seed)
     manifests, missing = sel["points"], sel["missing"]
     if not manifests:
+        unused = f" ({len(sel['not_used'])} not used: {sel['not_used'][0]['reason']}, ...)" if sel["not_used"] else ""
         raise RunFailed(
-            f"no records of study {study['study']} on testbed {testbed_name} for the current definition in {folder}"
+            f"no records of study {study['study']} on testbed {testbed_name} for the current definition "
+            f"and design in {folder}{unused}"
         )
     for m in missing:
         print(f"[{study['study']}/{testbed_name}] dataset: {m}", file=log)
+    reasons: dict[str, int] = {}
+    for d in sel["not_used"]:
+        reasons[d["reason"]] = reasons.get(d["reason"], 0) + 1
+    for why, n in sorted(reasons.items()):
+        print(f"[{study['study']}/{testbed_name}] dataset: {n} record(s) not used: {why}", file=log)
     atomic_write(
-        Path(out), _json({"study": study["study"], "testbed": testbed_name, "source": "records", "points": manifests})
+        Path(out),
+        _json(
+            {
+                "study": study["study"],
+                "testbed": testbed_name,
+                "source": "records",
+                "design_hash": config.design_hash(study, testbed_name),
+                "points": manifests,
+                # kept, never deleted: records of other designs, exploratory ones (docs/workflow.md)
+                "not_used": sel["not_used"],
+            }
+        ),
     )
-    return {"points": len(manifests), "runs": sel["runs"], "missing": missing, "failed": sel["failed"]}
+    return {
+        "points": len(manifests),
+        "runs": sel["runs"],
+        "missing": missing,
+        "failed": sel["failed"],
+        "not_used": len(sel["not_used"]),
+    }

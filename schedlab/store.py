@@ -59,9 +59,38 @@ def raw_dir(data_dir: Path, testbed: str, study: str) -> Path:
     return Path(data_dir) / "raw" / testbed / study
 
 
-def run_key_of(definition_hash: str, build_id: str, repetition: int, base_seed: int) -> str:
-    """A run's key: the point's definition, the build, the repetition and the base seed."""
-    return sha256({"definition": definition_hash, "build": build_id, "repetition": repetition, "base_seed": base_seed})
+def run_key_of(
+    definition_hash: str,
+    build_id: str,
+    repetition: int,
+    base_seed: int,
+    design_hash: str | None = None,
+    exploratory: bool = False,
+) -> str:
+    """A run's key: the point's definition, the build, the repetition and the base seed; for a
+    registered design (a testbed whose unit is the boot) also the design's hash, so a run of a
+    new design never reuses a record of an old one, and whether the run is exploratory."""
+    body = {"definition": definition_hash, "build": build_id, "repetition": repetition, "base_seed": base_seed}
+    if design_hash is not None:
+        body["design"] = design_hash
+    if exploratory:
+        body["exploratory"] = True
+    return sha256(body)
+
+
+def run_key_matches(rec: dict, base_seed: int) -> bool:
+    """Was this record's run key made from its own fields and `base_seed` (by either form)?"""
+    try:
+        return rec["run_key"] == run_key_of(
+            rec["definition_hash"],
+            rec["provenance"]["build_id"],
+            rec["repetition"],
+            base_seed,
+            rec.get("design_hash") if rec.get("registered") else None,
+            bool(rec.get("exploratory")),
+        )
+    except (KeyError, TypeError):
+        return False
 
 
 def run_id_of(variant: str, point_id: str, repetition: int, run_key: str) -> str:

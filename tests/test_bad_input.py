@@ -149,7 +149,7 @@ study_sub(
 )
 study_sub("unknown-testbed", "  lab: {}", "  lab: {}\n  vmware: {}", "field testbeds.vmware", line_has="vmware")
 study_sub(
-    "unknown-testbed-field", "qemu: {runs: 5,", "qemu: {smp: 3, runs: 5,", "field testbeds.qemu.smp", line_has="smp"
+    "unknown-testbed-field", "qemu: {runs: 6,", "qemu: {smp: 3, runs: 6,", "field testbeds.qemu.smp", line_has="smp"
 )
 study_sub(
     "unknown-xen-field",
@@ -302,17 +302,50 @@ study_sub(
 study_sub("variant-sim-string", 'sim: {version: "4.6"}', "sim: old", "field variants.bug.sim")
 # per-testbed blocks
 study("testbeds-empty", edited(lambda d: d.update(testbeds={})), "field testbeds", "should be non-empty")
-study_sub("testbed-runs-zero", "qemu: {runs: 5,", "qemu: {runs: 0,", "field testbeds.qemu.runs", line_has="runs: 0")
+study_sub("testbed-runs-zero", "qemu: {runs: 6,", "qemu: {runs: 0,", "field testbeds.qemu.runs", line_has="runs: 0")
 study_sub(
-    "testbed-warmup-negative", "qemu: {runs: 5, warmup: 1,", "qemu: {runs: 5, warmup: -1,", "field testbeds.qemu.warmup"
+    "testbed-warmup-negative", "qemu: {runs: 6, warmup: 1,", "qemu: {runs: 6, warmup: -1,", "field testbeds.qemu.warmup"
 )
-study_sub("testbed-order", "qemu: {runs: 5,", "qemu: {order: random, runs: 5,", "field testbeds.qemu.order")
-study_sub("testbed-timeout-zero", "qemu: {runs: 5,", "qemu: {timeout_s: 0, runs: 5,", "field testbeds.qemu.timeout_s")
+study_sub("testbed-order", "qemu: {runs: 6,", "qemu: {order: random, runs: 6,", "field testbeds.qemu.order")
+study_sub("testbed-timeout-zero", "qemu: {runs: 6,", "qemu: {timeout_s: 0, runs: 6,", "field testbeds.qemu.timeout_s")
 study_sub(
-    "testbed-timeout-negative", "qemu: {runs: 5,", "qemu: {timeout_s: -5, runs: 5,", "field testbeds.qemu.timeout_s"
+    "testbed-timeout-negative", "qemu: {runs: 6,", "qemu: {timeout_s: -5, runs: 6,", "field testbeds.qemu.timeout_s"
 )
-study_sub("testbed-timeout-inf", "qemu: {runs: 5,", "qemu: {timeout_s: .inf, runs: 5,", "not a finite number")
-study_sub("testbed-retries", "qemu: {runs: 5,", "qemu: {retries: 99, runs: 5,", "field testbeds.qemu.retries")
+study_sub("testbed-timeout-inf", "qemu: {runs: 6,", "qemu: {timeout_s: .inf, runs: 6,", "not a finite number")
+study_sub("testbed-retries", "qemu: {runs: 6,", "qemu: {retries: 99, runs: 6,", "field testbeds.qemu.retries")
+# the experimental unit, the boot plan and the claim (registered with the design)
+study_sub("testbed-unit-unknown", "unit: boot, boot_plan", "unit: vm, boot_plan", "field testbeds.qemu.unit")
+study_sub("testbed-unit-boot-on-sim", "sim: {}", "sim: {unit: boot}", "field testbeds.sim.unit", "the sim has no boots")
+study_sub("testbed-boot-plan-unknown", "boot_plan: round", "boot_plan: never", "field testbeds.qemu.boot_plan")
+study_sub("testbed-runs-per-boot-zero", "runs_per_boot: 1", "runs_per_boot: 0", "field testbeds.qemu.runs_per_boot")
+study_sub(
+    "testbed-boot-plan-with-run-unit",
+    "unit: boot, boot_plan: round",
+    "unit: run, boot_plan: round",
+    "field testbeds.qemu.boot_plan",
+    "applies where the unit is the boot",
+)
+study_sub(
+    "testbed-paired-across-builds",
+    "unit: boot, boot_plan: round,",
+    "unit: boot, boot_plan: round, analysis: paired,",
+    "field testbeds.qemu.analysis",
+    "share a boot",
+)
+study_sub(
+    "claim-unknown-variant", 'variant: "bug", metrics', 'variant: "nosuch", metrics', "field claim.parts.0.variant"
+)
+study_sub(
+    "claim-unknown-metric", '"throughput_mbps", "latency_us"], direction', '"tput"], direction', "field claim.parts.0"
+)
+study_sub("claim-direction-unknown", 'direction: "worse"', 'direction: "sideways"', "field claim.parts.0.direction")
+study_sub(
+    "claim-equivalent-without-margin",
+    'direction: "worse"',
+    'direction: "equivalent"',
+    "field claim.parts.0",
+    "needs equivalent_within_pct",
+)
 study_sub("testbed-option-name", "options: {smp: 3,", "options: {Smp: 3,", "field testbeds.qemu.options")
 study_sub("testbed-option-null", "options: {smp: 3,", "options: {smp: null,", "field testbeds.qemu.options.smp")
 study_sub(

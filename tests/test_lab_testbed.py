@@ -92,6 +92,7 @@ def test_cli_lab_run_fails_clearly_without_builds(tmp_path, own_cache):
         "mode=alone",
         "--reps",
         "1",
+        "--exploratory",
         "--out",
         tmp_path,
         timeout=120,

@@ -431,6 +431,7 @@ def test_vhost_end_to_end_both_variants(tmp_path):
                     "mode=corun",
                     "--reps",
                     "1",
+                    "--exploratory",
                     "--out",
                     str(data),
                 ],

@@ -191,7 +191,7 @@ def test_a_part_whose_variant_a_testbed_does_not_run_says_so():
 
     st = copy.deepcopy(config.load_study("s0"))
     st["testbeds"]["qemu"]["variants"] = ["base", "yield"]
-    claim = next(c for c in vd.CLAIMS if c.study == "s0")
+    claim = vd.claim_of(st)
     side = _sidecar({"yield/vms-3/throughput/delta": _delta(10.0, 7.0, 13.0, True)})
     ev = vd.evidence(claim, st, "qemu", side)
     vs_ppy = [e for p, w, e in ev if p.reference == "ppy"]
@@ -294,7 +294,7 @@ def test_the_built_verdict_table_is_the_rules_applied_to_the_built_sidecars():
     if not side_path.exists():
         pytest.skip("no built paper")
     side = json.loads(side_path.read_text())
-    studies = {c.study: config.load_study(c.study) for c in vd.CLAIMS}
+    studies = {s: config.load_study(s) for s in config.load_config()["studies"]}
     # the (study, testbed) results the build reported, as the methods rule wrote them down
     reported = (PAPER / "generated" / "testbeds.tex").read_text()
     pairs = [tuple(m) for m in re.findall(r"slrep@(\w+)@(\w+)\\endcsname", reported)]

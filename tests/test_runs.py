@@ -168,25 +168,3 @@ def test_run_study_runs_only_the_named_variants_in_plan_order(sim_binary, tmp_pa
     rest = schedlab("run-study", "s1", "--testbed", "sim", "--out", tmp_path, "--seed", "3")
     assert rest.returncode == 0, rest.stderr
     assert len(list((tmp_path / "raw" / "sim" / "s1").glob("*.json"))) == len(whole)
-
-
-def test_run_study_tells_the_testbed_each_new_round(sim_binary, tmp_path):
-    """run_study calls a testbed's start_round(study, round) once per round of the plan
-    (qemu's boot_per_round boots afresh there), also for rounds whose records are reused."""
-    from schedlab.run import run_study
-    from schedlab.testbeds.sim import SimTestbed
-
-    class Rounds(SimTestbed):
-        def __init__(self):
-            super().__init__()
-            self.rounds = []
-
-        def start_round(self, study, rnd):
-            self.rounds.append(rnd)
-
-    st = config.load_study("s1")
-    n = st["runs"] + st["warmup"]
-    for _ in range(2):  # the second time every record is reused
-        tb = Rounds()
-        run_study(st, "sim", tmp_path, 3, tb, log=open(os.devnull, "w"))
-        assert tb.rounds == list(range(n))

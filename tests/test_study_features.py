@@ -148,7 +148,7 @@ def test_dataset_rederives_the_manifest_from_records(sim_binary, tmp_path):
             made[(v, config.point_id(p))] = [r["run_id"] for r in recs]
     out = tmp_path / "all.json"
     res = dataset(st, "sim", tmp_path, 11, out)
-    assert res == {"points": 4, "runs": 12, "missing": [], "failed": 0}
+    assert res == {"points": 4, "runs": 12, "missing": [], "failed": 0, "not_used": 0}
     man = json.loads(out.read_text())
     got = {(m["variant"], m["point_id"]): [r["run_id"] for r in m["runs"]] for m in man["points"]}
     assert got == made

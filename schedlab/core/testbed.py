@@ -43,6 +43,11 @@ class Testbed:
     def run_once(self, study: dict, variant: str, point: dict, seed: int) -> RunResult:
         raise NotImplementedError
 
+    def fresh_boot(self, study: dict) -> None:
+        """The next run boots its host afresh: a new experimental unit (run-study calls it
+        where the study's boot plan starts a boot). Testbeds without boots (the sim) ignore it.
+        A run's record says which boot it ran in (schedlab.records.boot_of)."""
+
     def close(self) -> None:
         """Release what the testbed holds (a host lock, a virtual host); called once
         after the last run of a `schedlab run`, also when it fails."""

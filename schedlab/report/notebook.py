@@ -300,6 +300,28 @@ class StudyContext:
                 macros[f"check/{key}/eqp"] = f"{c['eq_p_holm']:.2g}" if not pd.isna(c.get("eq_p_holm")) else "--"
         return cmp
 
+    def claim_checks(self) -> None:
+        """The comparisons the study file's claim names under `check:` (one Holm family each,
+        at the part's points and metrics, with its equivalence margin), for the verdict table
+        and the text (`check/NAME/...`); parts whose variants this testbed does not run are
+        left out (the verdict says so)."""
+        for part in (self.study.get("claim") or {}).get("parts") or []:
+            if not part.get("check"):
+                continue
+            ref = part.get("reference") or self.study["variants"][part["variant"]].get(
+                "baseline", self.study["baseline"]
+            )
+            if not {part["variant"], ref} <= set(self.study["variants"]):
+                continue
+            pts = config.claim_points(self.study, self.testbed, part.get("where", "all"))
+            self.check(
+                part["check"],
+                {part["variant"]: ref},
+                [m for m in part["metrics"] if any(x["name"] == m for x in self.study["metrics"])],
+                where=lambda p, pts=pts: p in pts,
+                margin_pct=part.get("equivalent_within_pct"),
+            )
+
     def setup_macros(self) -> dict[str, str]:
         """The setup as run, for one readable sentence in the text (never typed there):
         `setup/points/AXIS` ("1--3"), `setup/runs`, `setup/warmup`, `setup/opt/KEY` (the

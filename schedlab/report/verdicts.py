@@ -4,8 +4,9 @@ and a verdict, decided by fixed rules from the same sidecars the study tables co
     python -m schedlab.report.verdicts --paper-dir paper --studies-dir config/studies \\
         --study s0 ... --pair s0:sim ... --testbed sim --testbed qemu --measured sim
 
-The claims (which comparisons test them, in which direction, and where a testbed cannot
-test them at all) are written down once, here, before looking at any result; every number
+The claims (which comparisons test them, in which direction, with which margin, and where
+a testbed cannot test them at all) are written in each study file (`claim:`) before looking
+at any result, and are part of its registered design; the rules are here. Every number
 comes from a sidecar or from a study file's `published:` block.
 
 Decision rules, for one comparison (`judge`):
@@ -87,6 +88,7 @@ class Part:
     where: object = "all"
     check: str | None = None
     reference: str | None = None
+    margin_pct: float | None = None  # an equivalence part's margin (else the study file's)
 
 
 @dataclass(frozen=True)
@@ -102,82 +104,29 @@ class Claim:
     untestable: dict[str, str] = field(default_factory=dict)
 
 
-# The claims, fixed before the results (the decision questions of the seeds).
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "s0",
-        "S0 pick, push, yield",
-        r"Yield alone recovers the aggregate throughput lost to spinning (published, at the largest "
-        r"point: {throughput/base/4} without, {throughput/yield/4} with yield), within ``less than "
-        r"2\,\%'' of pick+push+yield at every multi-VM point, at a single-VM cost of ``less than "
-        r"1\,\%'' (the seed's words; the equivalence margins of the test).",
-        (
-            Part("yield vs base, largest point", "yield", ("throughput",), +1, "top"),
-            Part("yield vs pick+push+yield", "yield", ("throughput",), 0, "rest", check="yield-ppy", reference="ppy"),
-            Part("yield's cost at one VM", "yield", ("throughput",), 0, "first", check="cost", reference="base"),
-        ),
-    ),
-    Claim(
-        "s1",
-        "S1 mistaken BOOST",
-        r"Co-run with a CPU-bound VM on its pCPU, the pre-4.7 wake path cuts the I/O VM's throughput "
-        r"and inflates its latency against the fixed path (published for the bug, alone to co-run: "
-        r"{throughput_mbps/bug/alone} to {throughput_mbps/bug/corun}\,Mbit/s, {latency_us/bug/alone} to "
-        r"{latency_us/bug/corun}\,\textmu s).",
-        (Part("bug vs fixed, co-run", "bug", ("throughput_mbps", "latency_us"), "worse", {"mode": ["corun"]}),),
-    ),
-    Claim(
-        "s2",
-        "S2 storm (virtualised)",
-        r"Under vCPU overcommit, plain ticket locks fall into storms that PV ticketlocks avoid (described "
-        r"in the seed, not measured there).",
-        (
-            Part("PV vs ticket, lock throughput", "pv", ("ops_per_s",), +1, "rest"),
-            Part("PV vs ticket, lock wait", "pv", ("wait_p99_us",), -1, "rest"),
-        ),
-    ),
-    Claim(
-        "s2native",
-        "S2 native cost",
-        r"Natively, the PV spinlock code costs nothing measurable on pgbench, pbzip2 and kernbench "
-        r"(tested as equivalence within the study file's margin).",
-        (
-            Part("PARAVIRT_SPINLOCKS=y vs =n", "pv_y", ("pgbench_tps", "pbzip2_s", "kernbench_s"), 0, "all"),
-            Part(
-                "=y booted nopvspin vs =n",
-                "pv_y_nopvspin",
-                ("pgbench_tps", "pbzip2_s", "kernbench_s"),
-                0,
-                "all",
-            ),
-        ),
-    ),
-    Claim(
-        "s3",
-        "S3 migration delay",
-        r"Against {label/d0}, a {label/d1000} raises throughput by about {throughput_gain_pct/d1000}\,\%.",
-        (Part("delay 1000 us vs 0", "d1000", ("throughput",), +1, "all"),),
-        untestable={
-            "qemu": r"TCG models no caches, so a migration costs nothing there and the cache-warmth gain "
-            r"cannot show (Section~\ref{sec:s3})"
-        },
-    ),
-    Claim(
-        "s4",
-        "S4 NUMA placement",
-        r"Without overload, NUMA-aware placement beats no affinity (published at two VMs: "
-        r"{specjbb/numa/2/pct}\,\% SpecJBB, {sysbench/numa/2/pct}\,\% sysbench, {lmbench/numa/2/pct}\,\% "
-        r"LMBench latency) and beats static pinning on fork latency at six VMs.",
-        (
-            Part("NUMA vs none, two VMs", "numa", ("specjbb", "bursts", "sysbench", "lmbench"), "better", {"vms": [2]}),
-            Part("NUMA vs pinned, six VMs", "numa", ("lmbench",), -1, {"vms": [6]}, check="pinned", reference="pinned"),
-        ),
-        untestable={
-            "qemu": r"TCG gives remote memory no extra cost, so locality cannot pay off there "
-            r"(Section~\ref{sec:s4})"
-        },
-    ),
-)
+_DIRECTIONS = {"higher": +1, "lower": -1, "equivalent": 0, "better": "better", "worse": "worse"}
+
+
+def claim_of(study: dict) -> Claim | None:
+    """The study file's claim (`claim:`, fixed before measuring and part of its registered
+    design), as the rules read it; None for a study without one."""
+    c = study.get("claim")
+    if not c:
+        return None
+    parts = tuple(
+        Part(
+            p["label"],
+            p["variant"],
+            tuple(p["metrics"]),
+            _DIRECTIONS[p["direction"]],
+            p.get("where", "all"),
+            p.get("check"),
+            p.get("reference"),
+            p.get("equivalent_within_pct") if p["direction"] == "equivalent" else None,
+        )
+        for p in c["parts"]
+    )
+    return Claim(study["study"], c["title"], c["text"], parts, dict(c.get("untestable") or {}))
 
 
 # --- one comparison -----------------------------------------------------------------------------------
@@ -280,28 +229,13 @@ def published_pct(study: dict, metric: str, variant: str, reference: str, value)
     return None if gain is None else float(gain)
 
 
-def _points(study: dict, testbed: str, where) -> list[dict]:
-    pts = config.points(study, testbed)
-    if where == "all":
-        return pts
-    if where == "top":
-        return pts[-1:]
-    if where == "first":
-        return pts[:1]
-    if where == "rest":
-        return pts[1:]
-    if isinstance(where, dict):
-        return [p for p in pts if all(p.get(a) in vals for a, vals in where.items())]
-    raise ValueError(f"unknown point selection {where!r}")
-
-
 def evidence(claim: Claim, study: dict, testbed: str, side: dict) -> list[tuple[Part, dict, Evidence]]:
     """Every comparison of a claim on one testbed, from that testbed's sidecar."""
     out = []
     metrics = {m["name"] for m in config.for_testbed(study, testbed)["metrics"]}
     run = set(config.testbed_settings(study, testbed)["variants"])
     for part in claim.parts:
-        for point in _points(study, testbed, part.where):
+        for point in config.claim_points(study, testbed, part.where):
             pid = config.point_id(point)
             for metric in part.metrics:
                 if metric not in metrics or not config.metric_applies(
@@ -329,7 +263,7 @@ def evidence(claim: Claim, study: dict, testbed: str, side: dict) -> list[tuple[
                     )
                     e = Evidence(part.label, None, direction=direction, published=pub, missing=missing)
                 else:
-                    margin = c.get("margin_pct") or side.get("margin_pct")
+                    margin = c.get("margin_pct") or part.margin_pct or side.get("margin_pct")
                     e = Evidence(
                         part.label,
                         c.get("value"),
@@ -408,14 +342,11 @@ def build(
     testbeds: list[str],
     pairs: list[tuple[str, str]],
     paper_dir: Path,
-    claims: tuple[Claim, ...] = CLAIMS,
 ) -> list[Row]:
-    """One row per claim whose study is in `studies`; each reported testbed judged from its sidecar."""
+    """One row per study in `studies` with a claim; each reported testbed judged from its sidecar."""
     pairs_set = set(pairs)
     rows = []
-    for claim in claims:
-        if claim.study not in studies:
-            continue
+    for claim in filter(None, (claim_of(s) for s in studies.values())):
         study = studies[claim.study]
         row = Row(claim, {}, {})
         for tb in testbeds:

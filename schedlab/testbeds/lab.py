@@ -77,6 +77,7 @@ class LabTestbed(Testbed):
         self._driver = None
         self._domains = None  # schedlab.workloads.xl.Domains of the current boot
         self._domains_key = None
+        self._reboot_next = False  # fresh_boot: the next run reboots whatever `reboot` says
 
     # -- options ---------------------------------------------------------------------------
     def config(self, study: dict) -> dict:
@@ -203,6 +204,10 @@ class LabTestbed(Testbed):
 
         return workload
 
+    def fresh_boot(self, study: dict) -> None:
+        """The next run reboots its host (run_study, where the study's boot plan starts a boot)."""
+        self._reboot_next = True
+
     def run_once(self, study: dict, variant: str, point: dict, seed: int) -> RunResult:
         from schedlab.lab.driver import HostQuarantined
 
@@ -210,8 +215,10 @@ class LabTestbed(Testbed):
         opts = self.config(study)
         driver = self._reserve()
         workload = self._workload(study, point, seed, variant)
+        reboot = "always" if self._reboot_next else opts["reboot"]
         try:
-            res = driver.run(build, workload, reboot=opts["reboot"])
+            res = driver.run(build, workload, reboot=reboot)
+            self._reboot_next = False
         except HostQuarantined:
             # out of the pool: the next attempt picks another host of it
             self.close()

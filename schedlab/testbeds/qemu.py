@@ -39,6 +39,7 @@ from schedlab.testbeds.qemu_host import (  # noqa: F401
     numa_argv,
     overlay,
     qemu_argv,
+    recorded_argv,
     stop_process_group,
 )
 
@@ -351,6 +352,7 @@ class QemuTestbed(Testbed):
                 k: cfg[k] for k in ("accel", "icount_shift", "cpu", "smp", "memory_mb", "numa_nodes", "xen_build")
             }
             res.counters["qemu"]["accel"] = accel_argv(cfg)[1]  # what QEMU ran: icount forces one TCG thread
+            res.counters["qemu"]["argv"] = recorded_argv(vm.argv(), vm.workdir)  # exactly what ran
             res.counters["host_loadavg"] = os.getloadavg()  # this machine's load: TCG speed depends on it
             ticks1 = host_cpu_ticks()
             if ticks0 and len(ticks1) == len(ticks0):
@@ -375,15 +377,15 @@ class QemuTestbed(Testbed):
             if not cfg["reuse_vm"]:
                 self.close()
 
-    def start_round(self, study: dict, rnd: int) -> None:
-        """run_study starts round `rnd` of the plan: with boot_per_round (Xen) or without
-        native_resume (native kernels) the next run boots afresh, so no two rounds share a
-        boot, also where a round ends and the next begins with the same variant."""
-        cfg = self.config(study)
+    def fresh_boot(self, study: dict) -> None:
+        """The next run boots afresh (run_study, where the study's boot plan starts a boot):
+        the Xen host is killed, and so are a native kernel's VM and its saved snapshots, so no
+        two boots of the plan share one, also where a round ends and the next begins with the
+        same variant."""
         if self._is_native(study):
-            if not cfg["native_resume"] and self._native is not None:
+            if self._native is not None:
                 self._native.close()
-        elif cfg["boot_per_round"]:
+        else:
             self.close_xen()
 
     def boot_check(self, study: dict, variant: str) -> dict[str, str]:

@@ -155,6 +155,22 @@ def qemu_argv(c: dict, *, kernel: str, append: str, serial_log, disk, port: int)
     ]
 
 
+def recorded_argv(argv: list[str], workdir) -> list[str]:
+    """A QEMU command line as a record keeps it: the boot's folder as $RUN_DIR and the image
+    cache as $SCHEDLAB_CACHE (records name no path of the machine that made them); every
+    other argument exactly as QEMU got it."""
+    from schedlab.builds.images import cache_root
+
+    subs = [(str(workdir), "$RUN_DIR"), (str(cache_root().parent), "$SCHEDLAB_CACHE")]
+    out = []
+    for a in argv:
+        a = str(a)
+        for path, name in subs:
+            a = a.replace(path, name)
+        out.append(a)
+    return out
+
+
 def overlay(base, path) -> None:
     """A throw-away qcow2 overlay at `path` on the raw image `base`: a boot never writes
     to the cached image."""

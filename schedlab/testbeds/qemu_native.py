@@ -57,6 +57,7 @@ from schedlab.testbeds.qemu_host import (
     loopback_host,
     overlay,
     qemu_argv,
+    recorded_argv,
     stop_process_group,
 )
 
@@ -656,7 +657,7 @@ class NativeRunner:
             "guest_boot_id": vm.info.get("boot_id"),
             "native_image": self.image().build_id(),
             # what QEMU ran: icount forces one TCG thread whatever `accel` says
-            "qemu": {**machine(cfg), "accel": accel_argv(cfg)[1]},
+            "qemu": {**machine(cfg), "accel": accel_argv(cfg)[1], "argv": recorded_argv(vm.argv(), vm.workdir)},
             "host_loadavg": os.getloadavg(),
             # this machine's CPU ticks over the run (steal: a neighbour of this VM slowed TCG)
             **(

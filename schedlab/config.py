@@ -440,6 +440,9 @@ def testbed_settings(study: dict, testbed: str) -> dict:
 # Runs inside one boot of a host (emulated or real) share its state, so they are not
 # independent: there the boot is the replicate. The sim's runs each have their own seed.
 DEFAULT_UNIT = {"sim": "run", "qemu": "boot", "lab": "boot"}
+# A comparison on a testbed whose unit is the boot rests on at least this many boots per
+# variant, or its cell says it cannot be tested (tables, verdicts).
+MIN_BOOTS = 5
 
 
 def claim_decisions(study: dict) -> dict | None:

@@ -96,12 +96,6 @@ def boot_of(record: dict) -> str | None:
     return f"prepared:{dirs.pop()}" if len(dirs) == 1 else None
 
 
-def boot_is_replicate(options: dict) -> bool:
-    """Did the testbed's options (before designs declared their unit) boot afresh at every
-    round, making the boot the replicate?"""
-    return options.get("native_resume") is False or bool(options.get("boot_per_round"))
-
-
 def why_not_used(rec: dict, study: dict, testbed: str, design_hash: str) -> str | None:
     """Why a record of the current definition does not stand for the study's registered
     design (None: it does). Where the unit is the boot, a record counts only if it is

@@ -241,9 +241,6 @@ def test_compare_table_errors():
         stats.compare_table(df, "value", "nope", by=["vms"])
     with pytest.raises(ValueError, match="missing columns"):
         stats.compare_table(df, "value", "base", by=["cpus"])
-    one = df[~((df.variant == "fast") & (df.run > 0))]
-    with pytest.raises(ValueError, match=r"'fast' vs 'base' at \{'vms': 1\}: need at least 2 runs"):
-        stats.compare_table(one, "value", "base", by=["vms"])
 
 
 def test_cli_does_not_import_heavy_modules():
@@ -280,6 +277,7 @@ def test_compare_table_paired_by_round():
     assert p["p"] == pytest.approx(2 * sps.t.sf(abs(t), 5), rel=1e-9)
     with pytest.raises(ValueError, match="pair_col"):
         compare_table(df, "m", "a", test="paired")
-    with pytest.raises(ValueError, match="at least 2 pairs"):
-        one = ((df.variant == "a") & (df["round"] < 2)) | ((df.variant == "b") & df["round"].isin([1, 9]))
-        compare_table(df[one], "m", "a", test="paired", pair_col="round")
+    # one pair: untestable, not an error
+    one = ((df.variant == "a") & (df["round"] < 2)) | ((df.variant == "b") & df["round"].isin([1, 9]))
+    u = compare_table(df[one], "m", "a", test="paired", pair_col="round").iloc[0]
+    assert u["test"] == "untestable" and "fewer than 2" in u["reason"]

@@ -74,6 +74,7 @@ def _runs(study, rng):
                 rows.append(
                     {
                         "run_id": f"{v}_{config.point_id(p)}_r{rep}",
+                        "boot": f"{v}-boot{rep}",  # one run per boot, as the design says
                         "variant": v,
                         **p,
                         "checksum": f"{v}{rep}",
@@ -272,39 +273,15 @@ def test_run_time_credit1_parameters_are_set_by_every_variant(tmp_path):
         config.load_study(p)
 
 
-def test_where_the_boot_is_the_replicate_a_shared_boot_gives_one_sample():
+def test_every_kind_of_record_names_its_boot():
+    """records.boot_of: the record's boot_id, else what its counters say (a Xen boot's run
+    folder, a lab host's kernel boot id, a native guest's boot id, a pack's temporary folder)."""
     from schedlab import records
-    from schedlab.report import data as rdata
 
-    def rec(run_id, counters):
-        return run_id, {"run_id": run_id, "counters": counters}
-
-    recs = dict(
-        [
-            rec("a0", {"guest_boot_id": "b1"}),
-            rec("a1", {"guest_boot_id": "b1"}),  # the same boot as a0: left out
-            rec("a2", {"guest_boot_id": "b2"}),
-            # before the boot id: the pack's temporary directory names the boot
-            rec("c0", {"prepared": {"data": "/tmp/schedlab.X/pg/data", "log": "/tmp/schedlab.X/pg/log"}}),
-            rec("c1", {"prepared": {"data": "/tmp/schedlab.X/pg/data"}}),
-            rec("c2", {}),  # nothing says which boot: kept
-        ]
-    )
-    runs = pd.DataFrame(
-        [
-            {"run_id": r, "variant": r[0], "threads": 4, "repetition": int(r[1])}
-            for r in ("a1", "a0", "a2", "c0", "c1", "c2")
-        ]
-    )
-    runs.attrs["records"] = recs
-    kept, excluded = rdata.one_run_per_boot(runs, ["threads"])
-    assert sorted(kept["run_id"]) == ["a0", "a2", "c0", "c2"]
-    assert excluded == [
-        {"run_id": "a1", "boot": "b1", "same_boot_as_repetition": 0},
-        {"run_id": "c1", "boot": "prepared:schedlab.X", "same_boot_as_repetition": 0},
-    ]
-    assert kept.attrs["records"] is recs
-    assert records.boot_is_replicate({"native_resume": False})
-    assert records.boot_is_replicate({"boot_per_round": True})
-    assert not records.boot_is_replicate({"native_resume": True})
-    assert not records.boot_is_replicate({})
+    assert records.boot_of({"boot_id": "qemu:x", "counters": {"guest_boot_id": "g"}}) == "qemu:x"
+    assert records.boot_of({"counters": {"boot": {"run_dir": "20261124T0056-ab"}}}) == "qemu:20261124T0056-ab"
+    assert records.boot_of({"counters": {"lab": {"host": "h1", "boot_id": "b"}}}) == "h1:b"
+    assert records.boot_of({"counters": {"guest_boot_id": "b1"}}) == "b1"
+    prepared = {"prepared": {"data": "/tmp/schedlab.X/pg/data", "log": "/tmp/schedlab.X/pg/log"}}
+    assert records.boot_of({"counters": prepared}) == "prepared:schedlab.X"
+    assert records.boot_of({"counters": {}}) is None

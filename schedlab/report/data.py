@@ -30,6 +30,8 @@ def load_runs(data_dir: Path, testbed: str, study: str, include_warmup: bool = F
     rows = [
         {
             "run_id": r["run_id"],
+            # the experimental unit: its boot where the record names one, else the run itself
+            "boot": records.boot_of(r) or r["run_id"],
             "variant": r["variant"],
             **r["point"],
             "repetition": r["repetition"],
@@ -50,28 +52,6 @@ def load_runs(data_dir: Path, testbed: str, study: str, include_warmup: bool = F
     frame = pd.DataFrame(rows)
     frame.attrs["records"] = {r["run_id"]: r for r in kept}
     return frame
-
-
-def one_run_per_boot(runs: pd.DataFrame, axes: list[str]) -> tuple[pd.DataFrame, list[dict]]:
-    """Where the boot is the replicate, a (variant, point) gets one sample per boot: a later
-    repetition that ran in a boot an earlier one already used is left out (the record stays
-    in the store). Returns the kept runs and one entry per run left out."""
-    recs = runs.attrs.get("records") or {}
-    seen: dict[tuple, int] = {}
-    drop, excluded = [], []
-    for idx, row in runs.sort_values("repetition").iterrows():
-        boot = records.boot_of(recs.get(row["run_id"]) or {})
-        if boot is None:
-            continue
-        key = (row["variant"], *(row[a] for a in axes), boot)
-        if key in seen:
-            drop.append(idx)
-            excluded.append({"run_id": row["run_id"], "boot": boot, "same_boot_as_repetition": seen[key]})
-        else:
-            seen[key] = int(row["repetition"])
-    kept = runs.drop(index=drop)
-    kept.attrs = runs.attrs
-    return kept, excluded
 
 
 def data_hash(runs: pd.DataFrame) -> str:

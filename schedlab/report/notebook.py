@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from schedlab import config, records
+from schedlab import config
 from schedlab.core.files import atomic_write
 from schedlab.report import data as rdata
 from schedlab.report.tables import StudyTable, fmt_bracket, fmt_delta, fmt_signed, latex_escape, metric_text
@@ -164,11 +164,10 @@ class StudyContext:
         settings = config.testbed_settings(self.study, self.testbed)
         if settings["analysis"] == "paired":
             self.test = "paired"
+        # every run the manifest names; where the unit is the boot, the statistics average the
+        # runs of a boot and count boots (tables.compare_study)
         self.runs = rdata.load_runs(self.data_dir, self.testbed, self.study_name)
-        # The boot is the replicate where every round boots afresh: one sample per boot.
         self.excluded: list[dict] = []
-        if records.boot_is_replicate(settings["options"]):
-            self.runs, self.excluded = rdata.one_run_per_boot(self.runs, list(settings["axes"]))
         # pandas deep-copies `attrs` into every frame an operation returns; with the records
         # there that copying was most of a notebook's run time. They are only read: shared.
         self.runs.attrs["records"] = SharedRecords(self.runs.attrs.get("records") or {})

@@ -64,6 +64,15 @@ def fmt_pm(value: float, err: float) -> str:
     return rf"\num{{{_fixed(value, d)}}}\,$\pm$\,\num{{{_fixed(err, d)}}}"
 
 
+def fmt_exact(x: float, sig: int = 6) -> str:
+    """A value without spread (a deterministic model's point), to `sig` significant digits and
+    no interval: \num{941.49}, never a t-interval over identical runs."""
+    if not _finite(x):
+        return "--"
+    s = np.format_float_positional(float(x), precision=sig, unique=True, fractional=False, trim="-")
+    return rf"\num{{{_fixed(float(s), max(0, len(s.split('.')[1]) if '.' in s else 0))}}}"
+
+
 def fmt_signed(x: float, decimals: int = 1) -> str:
     """A signed number for the text: "+1.2", "$-$1.2" (a real minus), "0.0" (never "-0.0")."""
     if not _finite(x):
@@ -198,11 +207,14 @@ def compare_study(
     each row's interval is at that row's Holm level."""
     from schedlab.stats import compare_table
 
-    axes = list(config.testbed_settings(study, testbed)["axes"])
+    settings = config.testbed_settings(study, testbed)
+    axes = list(settings["axes"])
     metrics = [m["name"] for m in study["metrics"]]
-    paired = test == "paired"
+    # where the unit is the boot, statistics count boots (runs of one boot averaged first), a
+    # paired analysis pairs the variants of one boot, and a cell needs MIN_BOOTS boots
+    per_boot = settings["unit"] == "boot"
     long = runs.melt(
-        id_vars=["run_id", "variant", *axes, *(["repetition"] if paired else [])],
+        id_vars=["run_id", "variant", *axes, "boot" if per_boot else "repetition"],
         value_vars=[m for m in metrics if m in runs],
         var_name="metric",
         value_name="value",
@@ -218,8 +230,10 @@ def compare_study(
         confidence=confidence,
         margin_pct=margin_pct,
         test=test,
-        # a round is one boot in which the variants ran interleaved (testbeds.<tb>.analysis)
-        pair_col="repetition" if paired else None,
+        unit_col="boot" if per_boot else None,
+        # without boots, a paired analysis pairs the variants of one round
+        pair_col=None if per_boot else ("repetition" if test == "paired" else None),
+        min_units=config.MIN_BOOTS if per_boot else 2,
     )
 
 
@@ -316,6 +330,7 @@ class StudyTable:
         self.out_dir = Path(out_dir)
         self.confidence, self.margin_pct, self.test = confidence, margin_pct, test
         self.axes = list(config.testbed_settings(study, testbed)["axes"])
+        self.per_boot = config.testbed_settings(study, testbed)["unit"] == "boot"
         self.metrics = study["metrics"]
         self.table_id = f"{study['study']}-{testbed}"
         self.hash = data_hash(runs)
@@ -443,21 +458,30 @@ class StudyTable:
         st, pid = self.study, config.point_id(point)
         runs_v = self._runs_of(v, point)
         base = st["variants"][v].get("baseline", st["baseline"])
-        vals = self.runs.loc[self.runs["run_id"].isin(runs_v), name].to_numpy(float)
+        cell = self.runs[self.runs["run_id"].isin(runs_v)]
+        n_runs = len(cell)
+        if self.per_boot:  # one value per boot: the mean of its runs
+            vals = cell.groupby("boot")[name].mean().to_numpy(float)
+            over = f"{len(vals)} boots" + (f" ({n_runs} runs)" if n_runs != len(vals) else "")
+        else:
+            vals = cell[name].to_numpy(float)
+            over = f"{len(vals)} runs"
         mean, ci = mean_ci(vals, self.confidence)
         calibrated = (v, pid) in self.calibrated
+        exact = len(vals) > 1 and float(np.ptp(vals)) <= 1e-12 * max(abs(mean), 1e-300)
         out = [
             self._cell(
                 f"{v}/{pid}/{name}/mean",
                 row,
                 col,
-                fmt_pm(mean, ci) + (CALIBRATED_MARK if calibrated else ""),
+                (fmt_exact(mean) if exact else fmt_pm(mean, ci)) + (CALIBRATED_MARK if calibrated else ""),
                 mean,
-                f"mean and {self.confidence:g}% t-interval over {len(vals)} runs"
+                (f"the same value in all {over}" if exact else f"mean and {self.confidence:g}% t-interval over {over}")
                 + ("; the calibration point of the testbed's model" if calibrated else ""),
                 runs_v,
-                ci=ci,
+                ci=0.0 if exact else ci,
                 n=len(vals),
+                n_runs=n_runs,
                 **({"calibrated": True} if calibrated else {}),
             )
         ]
@@ -470,6 +494,31 @@ class StudyTable:
         c = self.cmp[sel].iloc[0]
         eq = c.get("equivalent")
         eq = None if eq is None or (isinstance(eq, float) and math.isnan(eq)) else bool(eq)
+        eq_p = c.get("eq_p_holm")
+        if c["test"] in ("exact", "untestable"):
+            exact = c["test"] == "exact"
+            text = fmt_exact(c["pct"], 4) + "$^{=}$" if exact else r"\multicolumn{1}{c}{untestable}"
+            out.append(
+                self._cell(
+                    f"{v}/{pid}/{name}/delta",
+                    row,
+                    col + 1,
+                    text,
+                    float(c["pct"]) if exact else None,
+                    f"exact difference in % of the {base} mean (no spread in either variant: no test)"
+                    if exact
+                    else f"not tested: {c['reason']}",
+                    runs_v,
+                    self._runs_of(base, point),
+                    pct_low=float(c["pct"]) if exact else None,
+                    pct_high=float(c["pct"]) if exact else None,
+                    test=c["test"],
+                    significant=None,
+                    equivalent=eq,
+                    reason=c["reason"],
+                )
+            )
+            return out
         mark = "*" if c["significant"] else (r"\approx" if eq is True else "")
         unadjusted = c["interval"] == "ministat" or not c["ci_matches_star"]
         if unadjusted:
@@ -479,7 +528,7 @@ class StudyTable:
             if unadjusted
             else f"{c['ci_level']:.4g}% interval (Holm-adjusted level)"
         )
-        eq_p = c.get("eq_p_holm")
+        units = f", {int(c['n_var'])} and {int(c['n_base'])} boots" if self.per_boot else ""
         out.append(
             self._cell(
                 f"{v}/{pid}/{name}/delta",
@@ -487,7 +536,8 @@ class StudyTable:
                 col + 1,
                 fmt_delta(c["pct"], c["pct_low"], c["pct_high"], mark),
                 float(c["pct"]),
-                f"difference in % of the {base} mean, {level}, {c['test']} test, Holm-adjusted p={c['p_holm']:.3g}",
+                f"difference in % of the {base} mean, {level}, {c['test']} test{units}, "
+                f"Holm-adjusted p={c['p_holm']:.3g}",
                 runs_v,
                 self._runs_of(base, point),
                 pct_low=float(c["pct_low"]),
@@ -531,9 +581,28 @@ class StudyTable:
             rows.append(None)
         return render_tabular(columns, rows)
 
+    def _units_text(self) -> str:
+        """How many units the table's cells rest on, in words: "6 boots per cell (one run each)"."""
+        if not self.per_boot or not len(self.runs):
+            return ""
+        per_cell = self.runs.groupby(["variant", *self.axes])["boot"].nunique()
+        runs_per_boot = self.runs.groupby("boot")["run_id"].size()
+        lo, hi = int(per_cell.min()), int(per_cell.max())
+        n = f"{lo}" if lo == hi else f"{lo}--{hi}"
+        each = (
+            "one run each"
+            if runs_per_boot.max() == 1
+            else f"{int(runs_per_boot.min())}--{int(runs_per_boot.max())} runs each, averaged"
+        )
+        return (
+            f"The unit is the boot: {n} fresh boots per cell ({each}); means, tests and degrees of "
+            f"freedom count boots, and a comparison with fewer than {config.MIN_BOOTS} boots in a "
+            "variant is marked untestable"
+        )
+
     def caption(self) -> str:
         cmp = self.cmp
-        n_cmp = len(cmp)
+        n_cmp = int(np.isfinite(cmp["p"].to_numpy(float)).sum()) if len(cmp) else 0
         tests = [t for t in TEST_TEXT if (cmp["test"] == t).any()]
         adjusted = cmp[cmp["interval"] != "ministat"]
         how = "; ".join(TEST_TEXT[t] for t in tests if t != "student")
@@ -559,7 +628,16 @@ class StudyTable:
                 rf"; $^{{\ddagger}}$: ministat's unadjusted {self.confidence:g}\,\% interval "
                 r"(Student's $t$), which may disagree with the star"
             )
-        text += rf". Means: mean $\pm$ {self.confidence:g}\,\% $t$-interval"
+        if (cmp["test"] == "exact").any():
+            text += (
+                r"; $^{=}$: an exact difference (no variant's runs vary, as on a deterministic model), "
+                r"not tested and without interval"
+            )
+        text += (
+            rf". Means: mean $\pm$ {self.confidence:g}\,\% $t$-interval, or the value itself where the runs do not vary"
+        )
+        if self._units_text():
+            text += ". " + self._units_text()
         if self.calibrated:
             text += (
                 rf"; {CALIBRATED_MARK}: the calibration point, where the parameters the study file marks "

@@ -148,22 +148,30 @@ class Evidence:
     published: float | None = None
     margin_pct: float | None = None
     missing: str = ""  # why there is no value, when known (e.g. a variant the testbed does not run)
+    exact: bool = False  # no spread in either variant (a deterministic model): the value is exact
 
 
 def _num(x) -> float:
     return math.nan if x is None else float(x)
 
 
+# A published difference counts as inside an interval within this many percentage points of
+# its ends: the text prints differences to 0.1, so a reader cannot tell closer values apart.
+TOLERANCE_PCT = 0.05
+
+
 def _inside(pub: float, low, high) -> bool:
     lo = -math.inf if low is None else float(low)
     hi = math.inf if high is None else float(high)
-    return lo <= pub <= hi
+    return lo - TOLERANCE_PCT <= pub <= hi + TOLERANCE_PCT
 
 
 def judge(e: Evidence) -> tuple[str, str]:
     """(category, why) for one comparison; the rules are the module's docstring."""
     if e.value is None or math.isnan(_num(e.value)):
         return UNTESTABLE, e.missing or "no result"
+    if e.exact:
+        return _judge_exact(e)
     iv = fmt_bracket(e.low, e.high)
     if e.direction == 0:
         margin = f"$\\pm${e.margin_pct:g}\\,\\%" if e.margin_pct else "the margin"
@@ -194,6 +202,28 @@ def judge(e: Evidence) -> tuple[str, str]:
     if e.published is not None:
         return UNTESTABLE, f"interval {iv} holds both 0 and the published {fmt_signed(e.published)}\\,\\%"
     return UNTESTABLE, f"not significant, interval {iv}"
+
+
+def _judge_exact(e: Evidence) -> tuple[str, str]:
+    """An exact difference (a deterministic model's runs do not vary) decides without a test:
+    an equivalence claim holds iff it lies inside the margin; a claimed direction is
+    REPRODUCED where the difference has that sign and the published one equals it (within
+    TOLERANCE_PCT), DIRECTION where only the sign agrees, NOT where it is 0 or opposite."""
+    v = float(e.value)
+    if e.direction == 0:
+        margin = f"$\\pm${e.margin_pct:g}\\,\\%" if e.margin_pct else "the margin"
+        if not e.margin_pct:
+            return UNTESTABLE, "no equivalence margin"
+        if abs(v) < e.margin_pct:
+            return REPRODUCED, f"exactly {fmt_signed(v)}\\,\\%, inside {margin}"
+        return NOT, f"exactly {fmt_signed(v)}\\,\\%, beyond {margin}"
+    if v == 0 or (v > 0) != (e.direction > 0):
+        return NOT, f"exactly {fmt_signed(v)}\\,\\%: not in the claimed direction"
+    if e.published is None:
+        return DIRECTION, f"exactly {fmt_signed(v)}\\,\\%; the seed gives no size"
+    if _inside(e.published, v, v):
+        return REPRODUCED, f"exactly {fmt_signed(v)}\\,\\%, the published {fmt_signed(e.published)}\\,\\%"
+    return DIRECTION, f"exactly {fmt_signed(v)}\\,\\%, published {fmt_signed(e.published)}\\,\\%"
 
 
 def combine(judgements: list[tuple[str, str]]) -> tuple[str, str]:
@@ -262,6 +292,8 @@ def evidence(claim: Claim, study: dict, testbed: str, side: dict) -> list[tuple[
                         else ""
                     )
                     e = Evidence(part.label, None, direction=direction, published=pub, missing=missing)
+                elif c.get("test") == "untestable":
+                    e = Evidence(part.label, None, direction=direction, published=pub, missing=c.get("reason", ""))
                 else:
                     margin = c.get("margin_pct") or part.margin_pct or side.get("margin_pct")
                     e = Evidence(
@@ -274,6 +306,7 @@ def evidence(claim: Claim, study: dict, testbed: str, side: dict) -> list[tuple[
                         direction,
                         pub,
                         margin,
+                        exact=c.get("test") == "exact",
                     )
                 out.append((part, {"point": point, "metric": metric, "cell": c}, e))
     return out

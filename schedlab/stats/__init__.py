@@ -23,6 +23,8 @@ _EXPORTS = {
         "summarize",
         "compare",
         "tost",
+        "tost_paired",
+        "icc",
         "holm",
         "runs_needed",
         "enough_runs",

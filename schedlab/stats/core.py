@@ -26,6 +26,8 @@ __all__ = [
     "summarize",
     "compare",
     "tost",
+    "tost_paired",
+    "icc",
     "holm",
     "runs_needed",
     "enough_runs",
@@ -306,6 +308,46 @@ def tost(baseline, variant, margin_pct: float = 2.0, alpha: float = 0.05) -> Equ
     )
 
 
+def tost_paired(baseline, variant, margin_pct: float = 2.0, alpha: float = 0.05) -> Equivalence:
+    """TOST for a paired design: the pairs' log ratios (their differences where a value is not
+    positive) against the margin +-`margin_pct` % of the baseline, one-sample t with n - 1
+    degrees of freedom, so the pairing's removal of shared (boot, round) variation counts."""
+    from scipy import special
+
+    if not margin_pct > 0 or not 0 < alpha < 0.5:
+        raise ValueError("need margin_pct > 0 and 0 < alpha < 0.5")
+    b, v = np.asarray(_floats(baseline, "baseline"), float), np.asarray(_floats(variant, "variant"), float)
+    if len(b) != len(v):
+        raise ValueError("paired TOST: baseline and variant need one value per pair")
+    n = len(b)
+    mb = float(np.mean(b))
+    if mb == 0:
+        raise ValueError("baseline mean is 0: a percentage margin is undefined")
+    positive = bool(b.min() > 0 and v.min() > 0)
+    if positive:
+        d = np.log(v / b)
+        lo, hi = math.log1p(-min(margin_pct, 99.999) / 100), math.log1p(margin_pct / 100)
+    else:
+        d = v - b
+        lo, hi = -abs(mb) * margin_pct / 100, abs(mb) * margin_pct / 100
+    mean, dof = float(d.mean()), n - 1
+    s = float(d.std(ddof=1) / math.sqrt(n))
+    if s > 0:
+        p_low = float(special.stdtr(dof, -(mean - lo) / s))
+        p_high = float(special.stdtr(dof, (mean - hi) / s))
+        half = float(-special.stdtrit(dof, alpha)) * s
+    else:
+        p_low = 0.0 if mean > lo else 1.0
+        p_high = 0.0 if mean < hi else 1.0
+        half = 0.0
+    p = max(p_low, p_high)
+    if positive:
+        pct, a, z = (100 * math.expm1(x) for x in (mean, mean - half, mean + half))
+    else:
+        pct, a, z = (100 * x / abs(mb) for x in (mean, mean - half, mean + half))
+    return Equivalence(bool(p < alpha), p, pct, a, z, float(margin_pct), float(alpha), float(dof))
+
+
 # ------------------------------------------------------------------- Holm
 def holm(pvalues: Iterable[float]) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values, in the input order.  The family is
@@ -401,15 +443,46 @@ class RunsNeeded(int):
         return f"{int(self)} (capped at max_runs: more are needed)" if self.capped else repr(int(self))
 
 
+def icc(values, units) -> float:
+    """The intra-class correlation of runs within units (boots): the share of the variance
+    that lies between units, from the one-way ANOVA mean squares (unequal runs per unit
+    allowed), clipped to [0, 1]; NaN without two units or a unit with two runs."""
+    v = np.asarray(values, float)
+    u = np.asarray(units)
+    groups = [v[u == k] for k in dict.fromkeys(u.tolist())]
+    k, n = len(groups), len(v)
+    if k < 2 or n <= k:
+        return math.nan
+    grand = v.mean()
+    ssb = sum(len(g) * (g.mean() - grand) ** 2 for g in groups)
+    ssw = sum(((g - g.mean()) ** 2).sum() for g in groups)
+    msb, msw = ssb / (k - 1), ssw / (n - k)
+    n0 = (n - sum(len(g) ** 2 for g in groups) / n) / (k - 1)
+    var_b = max((msb - msw) / n0, 0.0)
+    total = var_b + msw
+    return float(var_b / total) if total > 0 else math.nan
+
+
 def runs_needed(
-    spread, detect_pct: float, confidence: float = 95.0, power: float = 0.8, max_runs: int = 100000
+    spread,
+    detect_pct: float,
+    confidence: float = 95.0,
+    power: float = 0.8,
+    max_runs: int = 100000,
+    runs_per_unit: int = 1,
+    icc: float = 0.0,
 ) -> RunsNeeded:
-    """Runs per variant for a two-sided two-sample t-test at `confidence` to detect a
+    """Units per variant for a two-sided two-sample t-test at `confidence` to detect a
     `detect_pct` % difference with probability `power`.  `spread` is the stddev
     in % of the mean (coefficient of variation) or a sample to estimate it from.
     Starts from the normal approximation and then searches with the exact
     noncentral-t power (scipy.stats.nct; numerical integration where it gives NaN).
-    Never more than `max_runs`: then the result is max_runs with `.capped` True."""
+    Never more than `max_runs`: then the result is max_runs with `.capped` True.
+
+    With `runs_per_unit` m runs in each unit (boot) whose runs share a share `icc` of their
+    variance, the runs needed independently are divided by the m runs of a unit and
+    multiplied by the design effect 1 + (m - 1) icc: the result counts units. With m = 1
+    (one run per boot) `spread` is the CV across units and the result is the same."""
     from scipy import stats as st
 
     confidence = _confidence(confidence)
@@ -424,6 +497,12 @@ def runs_needed(
     max_runs = int(max_runs)
     if cv == 0:
         return RunsNeeded(2)
+    m = int(runs_per_unit)
+    if m < 1 or not 0 <= icc <= 1:
+        raise ValueError(f"runs_per_unit must be >= 1 and icc in [0, 1], got {runs_per_unit!r}, {icc!r}")
+    if m > 1:
+        # the CV of a unit's mean of m runs: the design effect over m
+        cv = cv * math.sqrt((1 + (m - 1) * icc) / m)
     alpha = 1 - confidence / 100
     effect = detect_pct / cv
     z = st.norm.ppf(1 - alpha / 2) + st.norm.ppf(power)
@@ -729,9 +808,21 @@ def compare_table(
     n_resamples: int = 9999,
     seed: int = 0,
     pair_col: str | None = None,
+    unit_col: str | None = None,
+    min_units: int = 2,
 ):
     """Every non-baseline variant against its baseline at every point (a point = one
     combination of the `by` columns) of a long table with one row per run.
+
+    unit_col: the experimental unit (the boot, where runs of one boot are not independent):
+    the runs of each unit are averaged first and every test, interval, degree of freedom
+    and power counts units (n_base, n_var; n_runs_base, n_runs_var count the runs). With
+    the paired test the units are the pairs (pair_col defaults to unit_col). min_units: a
+    comparison with fewer units in a group is "untestable" (no p-value; `reason` says
+    why), never an error. A comparison whose groups have no spread at all (every value of
+    each group equal, e.g. a deterministic model's point) is "exact": its difference is
+    exact, without p-value, interval, star or equivalence test (the verdict rules decide
+    on the exact value). Neither kind is in the Holm family.
 
     baseline: a variant name, or a mapping variant -> its baseline variant (every
     variant present must be a key; a baseline maps to itself) so that several
@@ -774,8 +865,15 @@ def compare_table(
     confidence = _confidence(confidence)
     by = [by] if isinstance(by, str) else list(by)
     if test == "paired" and pair_col is None:
+        pair_col = unit_col
+    if test == "paired" and pair_col is None:
         raise ValueError("compare_table: test 'paired' needs pair_col (the column that names a pair, e.g. the round)")
-    missing = [c for c in [variant_col, *by, *([pair_col] if pair_col else [])] if c not in df.columns]
+    if pair_col and unit_col and pair_col != unit_col:
+        raise ValueError("compare_table: with unit_col, a pair is a unit (pair_col must be unit_col)")
+    if int(min_units) < 2:
+        raise ValueError(f"compare_table: min_units must be >= 2, got {min_units!r}")
+    want = [variant_col, *by, *([pair_col] if pair_col else []), *([unit_col] if unit_col else [])]
+    missing = [c for c in dict.fromkeys(want) if c not in df.columns]
     if missing:
         raise ValueError(f"compare_table: missing columns {missing}")
     if metric in df.columns:
@@ -792,6 +890,17 @@ def compare_table(
         test = {True: test, False: "student", "auto": "auto"}[welch]
     alpha = 1 - confidence / 100
     bases = dict(baseline) if isinstance(baseline, Mapping) else None
+    runs_of: dict[tuple, int] = {}
+    if unit_col:
+        # one value per unit: the mean of its runs (equal runs per unit by design)
+        keys = [variant_col, *by, unit_col]
+        counts = sub.groupby(keys, sort=False, dropna=False)[col].size()
+        for k, n in counts.items():
+            k = k if isinstance(k, tuple) else (k,)
+            runs_of[k[:-1]] = runs_of.get(k[:-1], 0) + int(n)
+        sub = sub.groupby(keys, sort=False, dropna=False, as_index=False)[col].mean()
+        if pair_col:
+            pair_col = unit_col
 
     values = sub[col].to_numpy(float)
     names = sub[variant_col].to_numpy()
@@ -823,19 +932,33 @@ def compare_table(
             if len(xb) == 0:
                 raise ValueError(f"compare_table: no {base!r} runs at {point}")
             where = f"{v!r} vs {base!r} at {point}"
-            if len(xv) < 2 or len(xb) < 2:
-                raise ValueError(
-                    f"compare_table: {where}: need at least 2 runs per variant (have {len(xb)} and {len(xv)})"
-                )
             if not (np.isfinite(xb).all() and np.isfinite(xv).all()):
                 raise ValueError(f"compare_table: {where}: contains NaN or infinite values")
+            counted = {
+                "n_runs_base": runs_of.get((base, *point.values()), len(xb)),
+                "n_runs_var": runs_of.get((v, *point.values()), len(xv)),
+                "reason": "",
+            }
+            ids = pair_ids[chunk] if test == "paired" else None
             try:
                 if test == "paired":
-                    ids = pair_ids[chunk]
-                    row, ex = _paired_row(xb, xv, ids[vnames == base], ids[vnames == v])
+                    xb, xv, _ = _pairs(xb, xv, ids[vnames == base], ids[vnames == v])
+                unit = unit_col or "run"
+                if min(len(xb), len(xv)) < min_units:
+                    row, ex = _untestable_row(
+                        xb, xv, f"{min(len(xb), len(xv))} {unit}(s) in a group, fewer than {min_units}"
+                    )
+                    eq = None
+                elif _exact(xb) and _exact(xv):
+                    row, ex = _exact_row(xb, xv)
+                    eq = None
                 else:
-                    row, ex = _table_row(xb, xv, test, confidence, n_resamples, seed)
-                eq = tost(xb, xv, margin_pct, alpha) if margin_pct else None
+                    if test == "paired":
+                        row, ex = _paired_row(xb, xv)
+                        eq = tost_paired(xb, xv, margin_pct, alpha) if margin_pct else None
+                    else:
+                        row, ex = _table_row(xb, xv, test, confidence, n_resamples, seed)
+                        eq = tost(xb, xv, margin_pct, alpha) if margin_pct else None
             except ValueError as e:
                 raise ValueError(f"compare_table: {where}: {e}") from None
             rows.append(
@@ -843,6 +966,8 @@ def compare_table(
                     **point,
                     "variant": v,
                     **row,
+                    **counted,
+                    "reason": row.pop("reason", ""),
                     "equivalent": None if eq is None else eq.equivalent,
                     "eq_margin_pct": margin_pct,
                     "eq_p": None if eq is None else eq.p,
@@ -881,6 +1006,9 @@ def compare_table(
         "interval",
         "eq_p_holm",
         "baseline",
+        "n_runs_base",
+        "n_runs_var",
+        "reason",
     ]
     later = (
         "p_holm",
@@ -893,28 +1021,41 @@ def compare_table(
         "eq_p_holm",
     )
     out = pd.DataFrame(rows, columns=[c for c in cols if c not in later])
+    # the Holm family: the comparisons with a p-value (not the exact or untestable ones)
     p = out["p"].to_numpy(float)
-    p_holm = holm_fn(p) if holm else p.copy()
-    sig = p_holm < alpha
-    level = alpha / _holm_factors(p) if holm else np.full(len(p), alpha)
+    tested = np.isfinite(p)
+    p_holm = (holm_fn(p) if holm else p.copy()) if len(p) else p
+    sig = np.where(tested, p_holm < alpha, False)
+    level = np.full(len(p), alpha)
+    if holm and tested.any():
+        level[tested] = alpha / _holm_factors(p[tested])
     lows, highs, ci_level, unadj = [], [], [], []
     for i, ex in enumerate(extra):
         lo, hi, lvl = _row_interval(ex, float(level[i]), bool(sig[i]), confidence)
         lows.append(lo)
         highs.append(hi)
         ci_level.append(lvl)
-        unadj.append(ex["verdict"] if ex["kind"] == "ministat" else bool(p[i] < alpha))
+        unadj.append(ex["verdict"] if ex["kind"] == "ministat" else bool(tested[i] and p[i] < alpha))
     out["p_holm"] = p_holm
     out["significant"] = [bool(x) for x in sig]
     out["significant_unadjusted"] = unadj
     out["pct_low"], out["pct_high"], out["ci_level"] = lows, highs, ci_level
     excl = (out["pct_low"] > 0) | (out["pct_high"] < 0)
-    out["ci_matches_star"] = [bool(a == b) for a, b in zip(out["significant"], excl)]
+    out["ci_matches_star"] = [
+        bool(a == b) or k in ("exact", "untestable") for a, b, k in zip(out["significant"], excl, out["test"])
+    ]
     if margin_pct and len(out):
         eq_p = out["eq_p"].to_numpy(float)
         eq_holm = holm_fn(eq_p) if holm else eq_p
         out["eq_p_holm"] = eq_holm
-        out["equivalent"] = [bool(x < alpha) for x in eq_holm]
+        # equivalent: the TOST, Holm-adjusted over the table, and the printed interval inside
+        # the margin, so a reader never sees the mark beside an interval that reaches past it
+        # (the printed interval is the star's, at the row's Holm level)
+        inside = (out["pct_low"] > -margin_pct) & (out["pct_high"] < margin_pct)
+        out["equivalent"] = [
+            None if k in ("exact", "untestable") else bool(q < alpha and ins)
+            for k, q, ins in zip(out["test"], eq_holm, inside)
+        ]
     else:
         out["eq_p_holm"] = None
     out["equivalent"] = out["equivalent"].astype(object)
@@ -1013,20 +1154,64 @@ def _table_row(
     return row, {"kind": kind, "stat": stat, "se": se, "dof": dof, "mb": m.mb, "nonneg": nonneg}
 
 
-def _paired_row(xb: np.ndarray, xv: np.ndarray, ib: np.ndarray, iv: np.ndarray) -> tuple[dict, dict]:
-    """A paired comparison: the runs of both variants with the same pair id (round)."""
+def _pairs(xb: np.ndarray, xv: np.ndarray, ib: np.ndarray, iv: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """The values of both variants that share a pair id (a round, a boot), in one order."""
     b_of, v_of = dict(zip(ib.tolist(), xb)), dict(zip(iv.tolist(), xv))
     if len(b_of) != len(xb) or len(v_of) != len(xv):
         raise ValueError("paired: a pair id occurs twice for one variant")
     common = [k for k in b_of if k in v_of]
-    if len(common) < 2:
-        raise ValueError(f"paired: need at least 2 pairs (have {len(common)})")
-    pb = np.array([b_of[k] for k in common], float)
-    pv = np.array([v_of[k] for k in common], float)
+    return np.array([b_of[k] for k in common], float), np.array([v_of[k] for k in common], float), common
+
+
+def _exact(x: np.ndarray) -> bool:
+    """No spread at all: every value equal (to floating-point noise, 1e-12 of the mean)."""
+    x = np.asarray(x, float)
+    return len(x) >= 1 and float(np.ptp(x)) <= 1e-12 * max(abs(float(np.mean(x))), 1e-300)
+
+
+def _plain_row(xb: np.ndarray, xv: np.ndarray) -> dict:
+    """Means, spreads and the difference, the fields every row has."""
+    nb, nv = len(xb), len(xv)
+    mb = float(np.mean(xb)) if nb else math.nan
+    mv = float(np.mean(xv)) if nv else math.nan
+    d = mv - mb
+    return {
+        "n_base": nb,
+        "n_var": nv,
+        "mean_base": mb,
+        "mean_var": mv,
+        "sd_base": float(np.std(xb, ddof=1)) if nb > 1 else math.nan,
+        "sd_var": float(np.std(xv, ddof=1)) if nv > 1 else math.nan,
+        "median_var": float(np.sort(xv)[nv // 2]) if nv else math.nan,
+        "diff": d,
+        "diff_err": math.nan,
+        "pct": d * 100 / mb if mb else math.nan,
+        "pct_err": math.nan,
+        "p": math.nan,
+        "dof": math.nan,
+    }
+
+
+def _untestable_row(xb: np.ndarray, xv: np.ndarray, reason: str) -> tuple[dict, dict]:
+    return {**_plain_row(xb, xv), "test": "untestable", "interval": "none", "reason": reason}, {"kind": "untestable"}
+
+
+def _exact_row(xb: np.ndarray, xv: np.ndarray) -> tuple[dict, dict]:
+    """Both groups without spread (a deterministic model): the difference is exact."""
+    row = {**_plain_row(xb, xv), "sd_base": 0.0, "sd_var": 0.0, "test": "exact", "interval": "exact"}
+    if row["mean_base"] == 0:
+        raise ValueError("baseline mean is 0: the relative difference (pct) is undefined")
+    return row, {"kind": "exact", "pct": row["pct"]}
+
+
+def _paired_row(pb: np.ndarray, pv: np.ndarray) -> tuple[dict, dict]:
+    """A paired comparison of the pairs' values (_pairs)."""
+    if len(pb) < 2:
+        raise ValueError(f"paired: need at least 2 pairs (have {len(pb)})")
     m = _Moments(pb, pv)
     if m.mb == 0:
         raise ValueError("baseline mean is 0: the relative difference (pct) is undefined")
-    n = len(common)
+    n = len(pb)
     positive = bool(pb.min() > 0 and pv.min() > 0)
     d = np.log(pv / pb) if positive else pv - pb
     stat, se, dof = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n)), n - 1
@@ -1054,6 +1239,10 @@ def _paired_row(xb: np.ndarray, xv: np.ndarray, ib: np.ndarray, iv: np.ndarray) 
 
 def _row_interval(ex: dict, level: float, significant: bool, confidence: float) -> tuple[float, float, float]:
     """(pct_low, pct_high, confidence in %) of one row at the two-sided `level`."""
+    if ex["kind"] == "exact":  # no interval: the difference itself
+        return ex["pct"], ex["pct"], math.nan
+    if ex["kind"] == "untestable":
+        return math.nan, math.nan, math.nan
     if ex["kind"] == "ministat":  # unadjusted, as ministat prints it
         return ex["pct"] - ex["err"], ex["pct"] + ex["err"], confidence
     ci_level = 100 * (1 - level)

@@ -82,9 +82,9 @@ ctx.save_figure(fig, f"Aggregate throughput (builds per 100\\,000\\,s, summed ov
 
 # %% [markdown]
 # The ratio of aggregate throughputs (variant / base) at the largest point,
-# with its 95 % interval (`bootstrap_ratio_ci`: the log-ratio t interval below
-# `stats.BCA_MIN_RUNS` runs per arm, BCa from there; `ratio/method` names it):
-# the paper's headline number for S0.
+# with its 95 % interval (`bootstrap_ratio_ci`: the log-ratio t interval; `ratio/method`
+# names it), over the experimental units (boots where the unit is the boot): the paper's
+# headline number for S0.
 
 # %%
 top = max(runs["vms"])
@@ -92,8 +92,8 @@ macros, methods = {}, []
 for v in ctx.study["variants"]:
     if v == "base":
         continue
-    b = runs[(runs.variant == "base") & (runs.vms == top)]["throughput"].to_numpy()
-    x = runs[(runs.variant == v) & (runs.vms == top)]["throughput"].to_numpy()
+    b = ctx.unit_values("base", {"vms": top}, "throughput")
+    x = ctx.unit_values(v, {"vms": top}, "throughput")
     r = stats.bootstrap_ratio_ci([[y] for y in b], [[y] for y in x], seed=0)
     macros[f"ratio/{v}/top"] = f"{r.estimate:.2f}"
     macros[f"ratio/{v}/top/ci"] = f"[{r.low:.2f}, {r.high:.2f}]"

@@ -96,11 +96,12 @@ def test_ratio_ci_covers_at_small_n(n, kind):
     assert methods == {"log-t"}
 
 
-def test_ratio_ci_uses_bca_from_threshold():
-    n = stats.BCA_MIN_RUNS
+def test_ratio_ci_is_bca_only_when_asked():
+    n = 20
     rng = np.random.default_rng(5)
     b, v = rng.normal(100, 10, n), rng.normal(110, 11, n)
-    r = stats.bootstrap_ratio_ci([[x] for x in b], [[x] for x in v], n_boot=2000, seed=7)
+    assert stats.bootstrap_ratio_ci([[x] for x in b], [[x] for x in v], seed=7).method == "log-t"
+    r = stats.bootstrap_ratio_ci([[x] for x in b], [[x] for x in v], n_boot=2000, seed=7, method="BCa")
     assert r.method == "BCa" and r.n_boot == 2000
     ref = st.bootstrap(
         (b, v),
@@ -112,7 +113,7 @@ def test_ratio_ci_uses_bca_from_threshold():
     ).confidence_interval
     assert (r.low, r.high) == pytest.approx((ref.low, ref.high), rel=1e-12)
     assert r.low < r.estimate < r.high
-    # one run fewer: the parametric interval
+    # by default the parametric interval
     r2 = stats.bootstrap_ratio_ci([[x] for x in b[1:]], [[x] for x in v[1:]], seed=7)
     assert r2.method == "log-t" and r2.n_boot == 0
     # a ratio that is not positive: Fieller's interval

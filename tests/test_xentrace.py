@@ -286,3 +286,22 @@ def test_lockstorm_traces_the_storm_when_asked(monkeypatch):
     ev = r.counters["sched_events"]
     assert ev["migrations"] == 2 and ev["lost_records"] == 0 and ev["bytes"] == len(TRACE)
     assert ev["by_other_vm"] == {} and r.counters["trace_window_guest_s"] == 12.5  # lock2 booted, idle
+
+
+def test_coschedule_counts_how_many_vcpus_of_a_guest_ran_together():
+    from schedlab.workloads.xentrace import coschedule
+
+    trace = window(
+        0,
+        rs(0, 5, 0, RUNNABLE, RUNNING),  # v0 runs 0-100, preempted (runnable) 100-150, runs on
+        rs(20, 5, 1, BLOCKED, RUNNING),  # v1 runs 20-80, then blocks
+        rs(80, 5, 1, RUNNING, BLOCKED),
+        rs(100, 5, 0, RUNNING, RUNNABLE),
+        rs(150, 5, 0, RUNNABLE, RUNNING),
+        rs(200, 0, 0, RUNNABLE, RUNNING),  # dom0: not the guest
+    )
+    c = coschedule(trace, {5: "lock1"})["lock1"]
+    # 0-20 one running, 20-80 two, 80-100 one, 100-150 none, 150-200 one
+    assert c["running_ticks"] == {"0": 50, "1": 90, "2": 60}
+    assert c["runnable_ticks"] == {"0": 50}
+    assert coschedule(trace, {9: "none"}) == {}

@@ -195,6 +195,17 @@ class StudyContext:
     def metric(self, name: str) -> dict:
         return next(m for m in self.study["metrics"] if m["name"] == name)
 
+    def unit_values(self, variant: str, point: dict, metric: str) -> np.ndarray:
+        """A cell's values, one per experimental unit: per boot the mean of its runs where the
+        unit is the boot, else the runs themselves."""
+        sel = self.runs["variant"] == variant
+        for a, v in point.items():
+            sel &= self.runs[a] == v
+        cell = self.runs[sel]
+        if self.table.per_boot:
+            return cell.groupby("boot")[metric].mean().to_numpy(float)
+        return cell[metric].to_numpy(float)
+
     def label(self, variant: str) -> str:
         return self.study["variants"][variant]["label"]
 

@@ -32,7 +32,6 @@ _EXPORTS = {
         "bootstrap_ratio_ci",
         "compare_table",
         "t_table_value",
-        "BCA_MIN_RUNS",
     ],
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}

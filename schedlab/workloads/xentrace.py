@@ -218,6 +218,62 @@ def sched_events(
     return out
 
 
+RUNNABLE = 1
+
+
+def coschedule(data: bytes, domids: dict[int, str]) -> dict[str, Any]:
+    """How a guest's vCPUs were scheduled together over a trace, from the runstate records:
+    per guest named in `domids`, the TSC ticks during which 0, 1, 2, ... of its vCPUs were
+    running ("running_ticks": {"k": ticks}) and, per vCPU, the ticks it was runnable but not
+    running ("runnable_ticks": Xen had it waiting for a pCPU, e.g. preempted). A vCPU's state
+    before its first record is that record's old state; the span runs from the first to the
+    last timed record of the trace. With two vCPUs, a lock holder descheduled by Xen while
+    its sibling runs is only possible in the one-running ticks, which bounds the lock wait
+    Xen's own scheduling can explain (benchmarks/qemu_lock_hazard.py)."""
+    events: list[tuple[int, int, int, int]] = []
+    tmin = tmax = None
+    for i, (_cpu, tsc, ev, words) in enumerate(records(data)):
+        if tsc is None:
+            continue
+        tmin = tsc if tmin is None else min(tmin, tsc)
+        tmax = tsc if tmax is None else max(tmax, tsc)
+        if ev & ~RUNSTATE_BITS == TRC_SCHED_RUNSTATE_CHANGE and words and (words[0] >> 16) in domids:
+            events.append((tsc, i, ev, words[0]))
+    events.sort()
+    state: dict[tuple[int, int], int] = {}
+    for _, _, ev, word in events:  # the state before the first record: its old state
+        state.setdefault((word >> 16, word & 0xFFFF), (ev >> 8) & 3)
+    out = {
+        name: {"running_ticks": {}, "runnable_ticks": {}} for d, name in domids.items() if any(k[0] == d for k in state)
+    }
+    if tmin is None:
+        return out
+    last = tmin
+
+    def account(until: int) -> None:
+        span = until - last
+        if span <= 0:
+            return
+        for d, name in domids.items():
+            mine = [(k, s) for k, s in state.items() if k[0] == d]
+            if not mine:
+                continue
+            k = str(sum(s == RUNNING for _, s in mine))
+            out[name]["running_ticks"][k] = out[name]["running_ticks"].get(k, 0) + span
+            for (_, v), s in mine:
+                if s == RUNNABLE:
+                    out[name]["runnable_ticks"][str(v)] = out[name]["runnable_ticks"].get(str(v), 0) + span
+
+    for tsc, _, ev, word in events:
+        account(tsc)
+        last = max(last, tsc)
+        state[(word >> 16, word & 0xFFFF)] = (ev >> 4) & 3
+    account(tmax)
+    for o in out.values():
+        o["running_ticks"] = dict(sorted(o["running_ticks"].items()))
+    return out
+
+
 def dom0_runs(states: list[tuple[int, int, int, int]]) -> dict[str, Any]:
     """dom0's run intervals from its runstate records (tsc, order, event, word): how many
     ("runs"), their total ("run_ticks", TSC ticks) and their lengths as a histogram of
@@ -316,6 +372,7 @@ def traced_events(
     others = {i: n for i, n in all_ids.items() if n not in names and i != 0}  # domid 0: dom0
     ev = no_lost(sched_events(trace.data, ids, where, others), study, opts)
     ev["bytes"] = len(trace.data)
+    ev["coschedule"] = coschedule(trace.data, ids)
     return ev
 
 

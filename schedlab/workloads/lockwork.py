@@ -64,6 +64,10 @@ DEFAULTS: dict[str, Any] = {
     "lock_hold_loops": 30000,  # sim: hold exp mean 30 us
     "lock_spin_threshold": 4096,  # spin-yield: spins before each SCHEDOP_yield (sim: ~4095)
     "lock_flavour": None,  # None: the variant's guest.lock
+    # the lock guests' hard affinity (xl cpus=): "all" lets Xen place them (S0's question);
+    # "1" keeps every lock vCPU on pCPU 1, so only Xen's own scheduling can deschedule a lock
+    # holder while a sibling spins (benchmarks/qemu_lock_hazard.py)
+    "lock_cpus": "all",
     "lock_vms_booted": 0,  # boot this many lock guests at the first run of a boot
     # (0: as many as the point needs; extra ones stay idle)
     "lock_timeout_s": 600,  # trigger -> every VM's result line
@@ -165,7 +169,7 @@ def merge_hists(results: list[dict]) -> dict[int, int]:
 # -- running the module in several VMs at once ----------------------------------------------------
 def lock_cfg(name: str, opts: dict, modparams: dict[str, Any], boot: str = "", cpus_soft: str | None = None) -> str:
     """xl config of one lock guest: role=lock, the module's parameters on its command line.
-    Hard affinity "all" (not pinned, and no libxl automatic NUMA placement). `cpus_soft`:
+    Hard affinity `lock_cpus` ("all": not pinned, and no libxl automatic NUMA placement). `cpus_soft`:
     soft affinity at creation; S4 gives "node:N" so that the guest's memory comes from node N
     (libxl derives the domain's node affinity from it; a hard `cpus="node:N"` does not place
     memory in Xen 4.17, measured with xl debug-keys u)."""
@@ -175,6 +179,9 @@ def lock_cfg(name: str, opts: dict, modparams: dict[str, Any], boot: str = "", c
             raise RunFailed(f"bad module parameter {k}={v!r}")
     if boot and not re.fullmatch(r"[A-Za-z0-9_.,=\- ]+", boot):
         raise RunFailed(f"bad guest boot option {boot!r}")
+    cpus = str(opts.get("lock_cpus", "all"))
+    if not re.fullmatch(r"all|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", cpus):
+        raise RunFailed(f"lock_cpus {cpus!r}: all, or pCPU numbers and ranges (0,2-3)")
     extra = f"console=hvc0 quiet schedlab.role=lock schedlab.name={name} {params}"
     if boot:
         extra += f" {boot}"
@@ -183,7 +190,7 @@ def lock_cfg(name: str, opts: dict, modparams: dict[str, Any], boot: str = "", c
         extra=extra,
         memory_mb=opts["lock_memory_mb"],
         vcpus=int(opts["guest_vcpus"]),
-        cpus="all",
+        cpus=cpus,
         cpus_soft=cpus_soft,
         weight=256,
     )

@@ -249,7 +249,9 @@ def trigger(
     with (
         doms.follow_consoles(names) as follow,
         during() if during else contextlib.nullcontext(),
-        guest_span(doms.host, counters) if during else contextlib.nullcontext(),
+        # dom0's clock (Xen's system time: guest time under icount) around the window of
+        # cpu_seconds, the denominator of a CPU share; window_seconds is the host's wall time
+        guest_span(doms.host, counters),
     ):
         t_cpu0, w0 = doms.cpu_times(), time.monotonic()
         doms.console_send(ttys, line)
@@ -266,7 +268,7 @@ def trigger(
     t_cpu1 = doms.cpu_times()
     counters["trigger_seconds"] = round(w1 - w0, 2)  # the ssh + printf into the consoles
     counters["wait_seconds"] = round(w2 - w1, 2)  # trigger sent -> all result lines seen
-    counters["window_seconds"] = round(window, 2)
+    counters["window_seconds"] = round(window, 2)  # host wall time: not a denominator of cpu_seconds
     counters["cpu_seconds"] = {k: round(t_cpu1.get(k, 0) - v, 2) for k, v in t_cpu0.items()}
     counters["token"] = token
     counters["raw_lines"] = {n: lines[n] for n in names}

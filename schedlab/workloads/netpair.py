@@ -110,7 +110,9 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         counters["sched_events"] = traced_events(trace, doms, ["io", "cpu"], "S1", opts)
     recv = tpj["end"]["sum_received"]["bits_per_second"] / 1e6
     lat_us, pct = parse_sockperf(lat.stdout + lat.stderr)
-    counters["window_seconds"] = round(time.monotonic() - w0, 1)  # host wall time of cpu_seconds
+    # host wall time around cpu_seconds; a CPU share divides by trace_window_guest_s (dom0's
+    # clock: guest time under icount), never by this
+    counters["window_seconds"] = round(time.monotonic() - w0, 1)
     counters["cpu_seconds"] = {k: round(t_cpu1.get(k, 0) - v, 2) for k, v in t_cpu0.items()}
     # the stream's and the request/response phase's share of it (a model of the guest's CPU per
     # segment and per transaction needs them apart)

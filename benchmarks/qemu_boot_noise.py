@@ -37,7 +37,8 @@ from schedlab.testbeds.qemu import QemuTestbed  # noqa: E402
 def s0_one_vm(ops: int) -> dict:
     study = copy.deepcopy(yaml.safe_load((REPO / "config" / "studies" / "s0.yaml").read_text()))
     opts = dict(study["testbeds"]["qemu"]["options"])
-    opts.update(lock_ops=ops, lock_vms_booted=1, sched_trace=False)
+    # timeouts are host wall time: generous, as a loaded host slows guest boots (not guest time)
+    opts.update(lock_ops=ops, lock_vms_booted=1, sched_trace=False, guest_timeout_s=900, lock_timeout_s=1800)
     study["testbeds"]["qemu"]["options"] = opts
     return study
 

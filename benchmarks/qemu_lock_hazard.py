@@ -42,6 +42,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from schedlab.core.testbed import RunFailed  # noqa: E402
 from schedlab.testbeds.qemu import QemuTestbed  # noqa: E402
 
 SETTINGS = {
@@ -57,7 +58,8 @@ def study_for(setting: str, ops: int) -> dict:
     s0 = yaml.safe_load((REPO / "config" / "studies" / "s0.yaml").read_text())
     study = copy.deepcopy(s0)
     opts = dict(study["testbeds"]["qemu"]["options"])
-    opts.update(lock_ops=ops, lock_vms_booted=1, sched_trace=True)
+    # timeouts are host wall time: generous, as a loaded host slows guest boots (not guest time)
+    opts.update(lock_ops=ops, lock_vms_booted=1, sched_trace=True, guest_timeout_s=900, lock_timeout_s=1800)
     for k, v in SETTINGS[setting].items():
         if v is None:
             opts.pop(k, None)
@@ -116,7 +118,11 @@ def main() -> int:
             for b in range(a.boots):
                 tb.fresh_boot(study)
                 for i in range(a.runs):
-                    r = one_run(tb.run_once(study, "base", {"vms": 1}, seed=1000 * b + i))
+                    try:
+                        r = one_run(tb.run_once(study, "base", {"vms": 1}, seed=1000 * b + i))
+                    except RunFailed as e:  # a failed run is reported, the next one boots afresh
+                        print(f"{setting} boot {b + 1} run {i + 1}: FAILED: {str(e).splitlines()[0][:300]}", flush=True)
+                        break
                     rows.append(r)
                     print(
                         f"{setting} boot {b + 1} run {i + 1}: mean wait {r['wait_mean_us']:.1f} us, "
@@ -128,6 +134,9 @@ def main() -> int:
                     )
         finally:
             tb.close()
+        if not rows:
+            print(f"{setting}: no run completed", flush=True)
+            continue
         boots = len({r["boot"] for r in rows})
         ne = [r["not_explained"] for r in rows]
         share = [r["wait_share"] for r in rows]

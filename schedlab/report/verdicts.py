@@ -27,7 +27,7 @@ Decision rules, for one comparison (`judge`):
 A claim's verdict on a testbed (`combine`): NOT if any of its comparisons is NOT, else
 UNTESTABLE if any is, else DIRECTION if any is, else REPRODUCED. A testbed that cannot
 show the effect by construction (e.g. no caches under TCG), a study that does not run on
-a testbed, or one whose shipped records do not cover its current definition: UNTESTABLE
+a testbed, or one without records of its current definition and registered design: UNTESTABLE
 with that reason, whatever the numbers.
 """
 
@@ -366,7 +366,10 @@ def _status(study: dict, s: str, tb: str, pairs: set[tuple[str, str]]) -> str | 
     if tb not in study["testbeds"]:
         return f"the study does not run on the {tb} testbed"
     if (s, tb) not in pairs:
-        return "not measured under the current study definition (the shipped records do not cover it)"
+        return (
+            "no records of the current study definition and registered design (the shipped records "
+            "were made before it was registered, or under another design)"
+        )
     return None
 
 

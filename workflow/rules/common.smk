@@ -134,12 +134,12 @@ def _pairs():
                 pairs.append((s, tb))
             else:
                 why = (
-                    f"{short} has fewer than 2 measured runs" if short else "no records"
+                    f"{short} has fewer than 2 measured units" if short else "no records"
                 )
                 print(
                     f"schedlab: {s} on {tb}: not measured in this build and the shipped records of "
-                    f"data/raw/{tb} are incomplete for the current study definition ({why}); "
-                    f"the paper omits it",
+                    f"data/raw/{tb} are incomplete for the current study definition and registered "
+                    f"design ({why}); the paper omits it",
                     file=sys.stderr,
                 )
     return pairs

@@ -328,6 +328,10 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
                 if base not in subset:
                     fail(["testbeds", tb, "variants"], f"{v!r} is compared with {base!r}, which is not in the list")
     claim = study.get("claim") or {}
+    for key in ("variant", "reference"):
+        v = (claim.get("control") or {}).get(key)
+        if v is not None and v not in variants:
+            fail(["claim", "control", key], f"unknown variant {v!r} (variants: {', '.join(variants)})")
     for i, part in enumerate(claim.get("parts") or []):
         for key in ("variant", "reference"):
             if key in part and part[key] not in variants:
@@ -458,7 +462,7 @@ def claim_decisions(study: dict) -> dict | None:
         if q["direction"] == "equivalent":
             q.setdefault("equivalent_within_pct", margin)
         parts.append(q)
-    return {"parts": parts, "untestable": sorted(claim.get("untestable") or {})}
+    return {"parts": parts, "untestable": sorted(claim.get("untestable") or {}), "control": claim.get("control")}
 
 
 def design(study: dict, testbed: str) -> dict:

@@ -133,3 +133,17 @@ def test_icc_from_runs_and_boots():
             boots.append(b)
     assert stats.icc(vals, boots) == pytest.approx(0.9, abs=0.06)
     assert np.isnan(stats.icc([1.0, 2.0], [0, 1]))
+
+
+def test_an_equivalence_counts_only_where_the_aa_control_is_equivalent_too():
+    from schedlab import config
+
+    study = config.load_study("s2native")
+    claim = vd.claim_of(study)
+    assert claim.control == ("pv_n_nopvspin", "pv_n")
+    where = {"point": {"bench": "kernbench", "threads": 4}, "metric": "kernbench_s"}
+    key = "pv_n_nopvspin/bench-kernbench_threads-4/kernbench_s/delta"
+    ok = vd._controlled(claim, study, {"cells": {key: {"equivalent": True}}}, where, vd.REPRODUCED, "x")
+    assert ok == (vd.REPRODUCED, "x")
+    cat, why = vd._controlled(claim, study, {"cells": {key: {"equivalent": False}}}, where, vd.REPRODUCED, "x")
+    assert cat == vd.UNTESTABLE and "A/A control" in why

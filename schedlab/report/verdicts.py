@@ -102,6 +102,7 @@ class Claim:
     text: str
     parts: tuple[Part, ...]
     untestable: dict[str, str] = field(default_factory=dict)
+    control: tuple[str, str] | None = None  # an A/A pair (variant, reference) that runs the same thing
 
 
 _DIRECTIONS = {"higher": +1, "lower": -1, "equivalent": 0, "better": "better", "worse": "worse"}
@@ -126,7 +127,15 @@ def claim_of(study: dict) -> Claim | None:
         )
         for p in c["parts"]
     )
-    return Claim(study["study"], c["title"], c["text"], parts, dict(c.get("untestable") or {}))
+    ctl = c.get("control")
+    return Claim(
+        study["study"],
+        c["title"],
+        c["text"],
+        parts,
+        dict(c.get("untestable") or {}),
+        (ctl["variant"], ctl["reference"]) if ctl else None,
+    )
 
 
 # --- one comparison -----------------------------------------------------------------------------------
@@ -312,6 +321,19 @@ def evidence(claim: Claim, study: dict, testbed: str, side: dict) -> list[tuple[
     return out
 
 
+def _controlled(claim: Claim, study: dict, side: dict, where: dict, cat: str, why: str) -> tuple[str, str]:
+    """An equivalence shown where the study's A/A control is not shown equivalent (at the same
+    point and metric) is not evidence of no effect: the testbed's own spread is not ruled out."""
+    variant, reference = claim.control
+    c = side["cells"].get(f"{variant}/{config.point_id(where['point'])}/{where['metric']}/delta") or {}
+    if c.get("equivalent"):
+        return cat, why
+    return UNTESTABLE, (
+        f"{why}, but the A/A control ({latex_escape(study['variants'][variant]['label'])} against "
+        f"{latex_escape(study['variants'][reference]['label'])}, the same kernel) is not shown equivalent there"
+    )
+
+
 def _short(m: dict) -> str:
     """A metric's label without its parenthesis, for a crowded cell."""
     return latex_escape((m.get("label") or m["name"]).split(" (")[0])
@@ -403,6 +425,8 @@ def build(
             judged = []
             for part, w, e in ev:
                 cat, why = judge(e)
+                if cat == REPRODUCED and e.direction == 0 and claim.control:
+                    cat, why = _controlled(claim, study, side, w, cat, why)
                 judged.append((part, w, e, (cat, f"{_where(study, w)}: {why}")))
             cat, why = combine([j for *_, j in judged])
             if tb in claim.untestable:

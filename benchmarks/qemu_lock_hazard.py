@@ -9,10 +9,11 @@ Xen's trace of the lock VM (xentrace.coschedule: ticks with both, one or none of
 running, and ticks a vCPU was runnable but not running, i.e. descheduled by Xen). A holder spins
 its hold with preemption off and never blocks, so Xen can stall it only by descheduling its
 vCPU while it is runnable; each second of that delays one waiter by at most a second. The
-lock VM's runnable time over the trace therefore bounds the wait Xen's own scheduling can
-explain (an upper bound: the trace also spans the module's start and end, and not every
-runnable moment falls on a holder); the looser bound, the time one vCPU ran while the other
-did not, is printed beside it. The rest of the wait is made below Xen: by the emulator's turns
+lock VM's runnable time therefore bounds the wait Xen's own scheduling can explain (an upper
+bound: not every runnable moment falls on a holder). It is taken over the run itself: the
+longest stretch of the trace in which neither lock vCPU blocked (coschedule's "awake": the
+two threads keep both vCPUs busy from their start until the first finishes; before and after,
+the guest idles); its length is printed beside lockmod's elapsed time. The rest of the wait is made below Xen: by the emulator's turns
 between the emulated pCPUs (one host thread runs both in turn under icount, so a holder is
 frozen while the waiter spins through its turn) or, under multi-threaded TCG, by the host's
 scheduling of QEMU's threads.
@@ -83,15 +84,18 @@ def one_run(r) -> dict:
     co = (ev.get("coschedule") or {}).get("lock1") or {"running_ticks": {}, "runnable_ticks": {}}
     # the trace's tick rate against dom0's clock (Xen's system time) over the same window
     rate = ev["tsc_span"] / c["trace_window_guest_s"] if c.get("trace_window_guest_s") else None
-    ticks = co["running_ticks"]
+    awake = co.get("awake") or {"running_ticks": {}, "runnable_ticks": {}, "ticks": 0}
+    ticks = awake["running_ticks"]
     span = sum(ticks.values()) or 1
     one_s = ticks.get("1", 0) / rate if rate else float("nan")
-    runnable_s = sum(co["runnable_ticks"].values()) / rate if rate else float("nan")
+    runnable_s = sum(awake["runnable_ticks"].values()) / rate if rate else float("nan")
+    awake_s = awake["ticks"] / rate if rate else float("nan")
     explained = min(runnable_s, wait_s) / wait_s if wait_s > 0 else 0.0
     return {
         "ops": int(vm["ops"]),
         "elapsed_s": elapsed_s,
         "wait_s": wait_s,
+        "awake_s": awake_s,
         "wait_mean_us": vm["wait_mean_ns"] / 1000,
         "wait_share": wait_s / (threads * elapsed_s),
         "both_running": ticks.get("2", 0) / span,
@@ -132,9 +136,10 @@ def main() -> int:
                     print(
                         f"{setting} boot {b + 1} run {i + 1}: {r['ops']} ops in {r['elapsed_s']:.2f} s, "
                         f"wait {r['wait_s']:.2f} s (mean {r['wait_mean_us']:.1f} us, "
-                        f"{100 * r['wait_share']:.1f} % of the threads' time); Xen: runnable "
-                        f"{r['runnable_s']:.3f} s, one vCPU running {r['one_running_s']:.2f} s, both "
-                        f"{100 * r['both_running']:.1f} % of the trace, {r['blocks']} blocks; not explained "
+                        f"{100 * r['wait_share']:.1f} % of the threads' time); Xen, over the "
+                        f"{r['awake_s']:.2f} s both vCPUs stayed awake: runnable {r['runnable_s']:.3f} s, "
+                        f"one vCPU running {r['one_running_s']:.2f} s, both {100 * r['both_running']:.1f} %; "
+                        f"{r['blocks']} blocks in the trace; not explained "
                         f"by Xen {100 * r['not_explained']:.1f} % (load {r['load']:.1f})",
                         flush=True,
                     )

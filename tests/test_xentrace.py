@@ -304,4 +304,22 @@ def test_coschedule_counts_how_many_vcpus_of_a_guest_ran_together():
     # 0-20 one running, 20-80 two, 80-100 one, 100-150 none, 150-200 one
     assert c["running_ticks"] == {"0": 50, "1": 90, "2": 60}
     assert c["runnable_ticks"] == {"0": 50}
+    # every vCPU awake (running or runnable) only 20-80: both running
+    assert c["awake"] == {"running_ticks": {"2": 60}, "runnable_ticks": {}, "ticks": 60}
     assert coschedule(trace, {9: "none"}) == {}
+
+
+def test_coschedule_awake_stretch_holds_the_preemption_inside_it():
+    from schedlab.workloads.xentrace import coschedule
+
+    trace = window(
+        0,
+        rs(0, 5, 0, BLOCKED, RUNNING),
+        rs(10, 5, 1, BLOCKED, RUNNING),  # both awake from 10 ...
+        rs(40, 5, 1, RUNNING, RUNNABLE),  # v1 preempted 40-60
+        rs(60, 5, 1, RUNNABLE, RUNNING),
+        rs(90, 5, 0, RUNNING, BLOCKED),  # ... to 90
+        rs(120, 5, 1, RUNNING, BLOCKED),
+    )
+    a = coschedule(trace, {5: "g"})["g"]["awake"]
+    assert a == {"running_ticks": {"1": 20, "2": 60}, "runnable_ticks": {"1": 20}, "ticks": 80}

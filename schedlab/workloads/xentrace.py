@@ -225,11 +225,14 @@ def coschedule(data: bytes, domids: dict[int, str]) -> dict[str, Any]:
     """How a guest's vCPUs were scheduled together over a trace, from the runstate records:
     per guest named in `domids`, the TSC ticks during which 0, 1, 2, ... of its vCPUs were
     running ("running_ticks": {"k": ticks}) and, per vCPU, the ticks it was runnable but not
-    running ("runnable_ticks": Xen had it waiting for a pCPU, e.g. preempted). A vCPU's state
-    before its first record is that record's old state; the span runs from the first to the
-    last timed record of the trace. With two vCPUs, a lock holder descheduled by Xen while
-    its sibling runs is only possible in the one-running ticks, which bounds the lock wait
-    Xen's own scheduling can explain (benchmarks/qemu_lock_hazard.py)."""
+    running ("runnable_ticks": Xen had it waiting for a pCPU, e.g. preempted). "awake": the
+    same over the longest stretch in which none of its vCPUs was blocked or offline
+    ("ticks": its length): for a guest whose threads keep every vCPU busy while they run
+    (S0's lock threads), that stretch is the run, without the guest's start and end. A vCPU's
+    state before its first record is that record's old state; the span runs from the first
+    to the last timed record of the trace. A lock holder descheduled by Xen is runnable, so
+    the runnable ticks bound the lock wait Xen's own scheduling can explain
+    (benchmarks/qemu_lock_hazard.py)."""
     events: list[tuple[int, int, int, int]] = []
     tmin = tmax = None
     for i, (_cpu, tsc, ev, words) in enumerate(records(data)):
@@ -243,34 +246,45 @@ def coschedule(data: bytes, domids: dict[int, str]) -> dict[str, Any]:
     state: dict[tuple[int, int], int] = {}
     for _, _, ev, word in events:  # the state before the first record: its old state
         state.setdefault((word >> 16, word & 0xFFFF), (ev >> 8) & 3)
-    out = {
-        name: {"running_ticks": {}, "runnable_ticks": {}} for d, name in domids.items() if any(k[0] == d for k in state)
-    }
-    if tmin is None:
-        return out
+    present = {d: name for d, name in domids.items() if any(k[0] == d for k in state)}
+    # the trace as segments of constant state: (start, end, {vcpu key: state})
+    segments: list[tuple[int, int, dict]] = []
     last = tmin
+    for tsc, _, ev, word in events:
+        if tsc > last:
+            segments.append((last, tsc, dict(state)))
+            last = tsc
+        state[(word >> 16, word & 0xFFFF)] = (ev >> 4) & 3
+    if tmax is not None and tmax > last:
+        segments.append((last, tmax, dict(state)))
 
-    def account(until: int) -> None:
-        span = until - last
-        if span <= 0:
-            return
-        for d, name in domids.items():
-            mine = [(k, s) for k, s in state.items() if k[0] == d]
-            if not mine:
-                continue
+    def tally(segs, d) -> dict[str, Any]:
+        running: dict[str, int] = {}
+        runnable: dict[str, int] = {}
+        for a, b, st in segs:
+            mine = [(k, s) for k, s in st.items() if k[0] == d]
             k = str(sum(s == RUNNING for _, s in mine))
-            out[name]["running_ticks"][k] = out[name]["running_ticks"].get(k, 0) + span
+            running[k] = running.get(k, 0) + (b - a)
             for (_, v), s in mine:
                 if s == RUNNABLE:
-                    out[name]["runnable_ticks"][str(v)] = out[name]["runnable_ticks"].get(str(v), 0) + span
+                    runnable[str(v)] = runnable.get(str(v), 0) + (b - a)
+        return {"running_ticks": dict(sorted(running.items())), "runnable_ticks": dict(sorted(runnable.items()))}
 
-    for tsc, _, ev, word in events:
-        account(tsc)
-        last = max(last, tsc)
-        state[(word >> 16, word & 0xFFFF)] = (ev >> 4) & 3
-    account(tmax)
-    for o in out.values():
-        o["running_ticks"] = dict(sorted(o["running_ticks"].items()))
+    out = {}
+    for d, name in present.items():
+        # the longest stretch of consecutive segments with every vCPU running or runnable
+        best: list = []
+        cur: list = []
+        for seg in segments:
+            if all(s in (RUNNING, RUNNABLE) for k, s in seg[2].items() if k[0] == d):
+                cur.append(seg)
+                if cur[-1][1] - cur[0][0] > (best[-1][1] - best[0][0] if best else 0):
+                    best = list(cur)
+            else:
+                cur = []
+        awake = tally(best, d)
+        awake["ticks"] = best[-1][1] - best[0][0] if best else 0
+        out[name] = {**tally(segments, d), "awake": awake}
     return out
 
 

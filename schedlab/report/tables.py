@@ -415,7 +415,20 @@ class StudyTable:
                 rows.append(cells)
                 row += 1
             rows.append(None)
+        return self._tabular(columns, rows, groups)
+
+    def _tabular(self, columns, rows, groups=None) -> str:
+        """The tabular, keeping its parts for the table model (the report's HTML of it)."""
+        self._parts = (list(columns), list(rows), groups)
         return render_tabular(columns, rows, groups)
+
+    def model(self, published: bool = True):
+        """This table as the table model (table_model.Table): the paper's LaTeX and the report's HTML."""
+        from schedlab.report.table_model import Table
+
+        self.latex(published)
+        columns, rows, groups = self._parts
+        return Table.from_rows(columns, rows, groups, self.caption(), f"tab:{self.table_id}")
 
     def _published(self, pub: dict, name: str, v: str, point: dict, relative: bool) -> str | None:
         """The published cell of a variant at a point: the seed's value, or (relative) its
@@ -529,7 +542,7 @@ class StudyTable:
                 first = False
                 row += 1
             rows.append(None)
-        return render_tabular(columns, rows)
+        return self._tabular(columns, rows)
 
     def caption(self) -> str:
         cmp = self.cmp
@@ -572,6 +585,9 @@ class StudyTable:
             rf"\texttt{{sha256:{self.hash[:16]}}}."
         )
 
+    def _title(self) -> str:
+        return f"{self.study['study'].upper()}: {display_title(self.study, self.testbed)} ({self.testbed} testbed)"
+
     def write(
         self,
         extra_macros: dict[str, str] | None = None,
@@ -584,7 +600,7 @@ class StudyTable:
         definition the analysis left out, each with its reason."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         label = f"tab:{self.table_id}"
-        tex = latex_table(self.latex(), self.caption(), label)
+        table = self.model()
         macros = {**self.macros, **(extra_macros or {})}
         macros["datahash"] = self.hash[:16]
         macros["nruns"] = str(len(self.runs))
@@ -603,8 +619,9 @@ class StudyTable:
             "checks": checks or {},
             "excluded": excluded or [],
         }
-        atomic_write(self.out_dir / f"{self.testbed}-table.tex", tex)
         sidecar = write_sidecar(self.out_dir / f"{self.testbed}-cells.json", sidecar)
+        # the paper's table and the report's page of it, from one table model
+        table.write(self.out_dir / f"{self.testbed}-table.tex", sidecar=sidecar, title=self._title())
         write_macros(self.out_dir / f"{self.testbed}-macros.tex", self.table_id, macros)
         return sidecar
 

@@ -815,7 +815,6 @@ PAPER_COLUMNS = [
     ("tickle/wake", "tickle/wake"),
     ("share", r"share, $\Delta$\,pp"),
 ]
-EXTRA = "@@not-measured@@"
 AGREE_MARK, MISS_MARK, KNOWN_MARK = r"$\checkmark$", r"$\times$", r"$\times^{\dagger}$"
 
 PAPER_CAPTION = (
@@ -892,9 +891,9 @@ def _share_row(g: pd.DataFrame):
     return sh.loc[sh["diff_pp"].abs().idxmax()]
 
 
-def _unmeasured_line(label: str, g: pd.DataFrame, sc: dict | None, every: bool) -> str:
-    """The one line of a scenario's cases without qemu records that carry the trace (`every`:
-    all of the scenario's cases, which the line then does not list)."""
+def _unmeasured_note(g: pd.DataFrame, sc: dict | None, every: bool) -> str:
+    """The note of a scenario's cases without qemu records that carry the trace, one line in
+    the table (`every`: all of the scenario's cases, which the note then does not list)."""
     from schedlab.report.tables import latex_escape as esc
 
     keys = list(dict.fromkeys(zip(g["variant"], g["point"])))
@@ -905,23 +904,23 @@ def _unmeasured_line(label: str, g: pd.DataFrame, sc: dict | None, every: bool) 
         why = f"none of its {sum(int(m.group(1)) for m in runs)} measured runs carries the trace"
     else:
         why = "; ".join(dict.fromkeys(x.removeprefix(NOT_MEASURED).strip(" ()") for x in reasons))
-    span = len(PAPER_COLUMNS) + 4
     what = "" if every else f" ({what})"
-    return rf"{label} & \multicolumn{{{span}}}{{l}}{{not measured on qemu with Xen's trace{what}: {esc(why)}}} \\"
+    return f"not measured on qemu with Xen's trace{what}: {esc(why)}"
 
 
-def paper_table(df: pd.DataFrame, cfg: dict) -> tuple[str, dict]:
-    """The paper's compact table (table.tex) and its sidecar cells: one row per measured case,
-    PAPER_COLUMNS as cells, one line per scenario for the cases not measured on qemu."""
+def paper_table(df: pd.DataFrame, cfg: dict):
+    """The paper's compact table (table.tex, a table_model.Table) and its sidecar cells: one row
+    per measured case, PAPER_COLUMNS as cells, one line per scenario for the cases not measured
+    on qemu (a row whose note spans the value columns)."""
+    from schedlab.report.table_model import Table
     from schedlab.report.tables import latex_escape as esc
-    from schedlab.report.tables import latex_table, render_tabular
 
     scs = {s["name"]: s for s in cfg["scenarios"]}
     columns = [("", "l"), ("variant", "l"), ("point", "l"), ("runs", "r")]
     columns += [(h, "l") for _, h in PAPER_COLUMNS] + [("agree", "r")]
     rows: list = []
     cells: dict = {}
-    extra: list[str] = []  # the not-measured lines, in order: multicolumn rows render_tabular cannot make
+    spans: dict[int, int] = {}  # the not-measured lines: {row: the column their note starts at}
     for name, g in df.groupby("scenario", sort=False):
         sc = scs.get(name)
         label = esc(sc["qemu"]["study"].upper()) if sc else esc(name)
@@ -949,18 +948,17 @@ def paper_table(df: pd.DataFrame, cfg: dict) -> tuple[str, dict]:
             first = False
         rest = g[g["verdict"] == NOT_MEASURED]
         if len(rest):
-            extra.append(_unmeasured_line("" if not first else label, rest, sc, first))
-            rows.append([EXTRA] + [""] * (len(columns) - 1))
-    while rows and rows[-1] is None:
-        rows.pop()
-    lines = render_tabular(columns, rows).split("\n")
-    tab = "\n".join(extra.pop(0) if ln.startswith(EXTRA) else ln for ln in lines)
+            spans[len([x for x in rows if x is not None])] = 1
+            rows.append([label if first else "", _unmeasured_note(rest, sc, first)] + [""] * (len(columns) - 2))
+    table = Table.from_rows(columns, rows, label="tab:validation")
+    table.spans = spans
     b = cfg["band"]
     caption = PAPER_CAPTION.format(
         period=f"{cfg['period_s'] * 1000:g}", conf=f"{b['confidence']:g}", lo=f"{b['ratio'][0]:g}",
         hi=f"{b['ratio'][1]:g}", pp=f"{b['share_pp']:g}", seeds=len(cfg["seeds"]), agree=AGREE_MARK,
         miss=MISS_MARK, known=KNOWN_MARK)  # fmt: skip
-    return latex_table(tab, caption, "tab:validation"), cells
+    table.caption = caption
+    return table, cells
 
 
 def write_outputs(df: pd.DataFrame, out_dir: Path, cfg: dict) -> dict[str, Path]:
@@ -968,7 +966,8 @@ def write_outputs(df: pd.DataFrame, out_dir: Path, cfg: dict) -> dict[str, Path]
     cells.json (the sidecar: every cell of the full table with its qemu runs, and where the
     paper's table shows it) and macros.tex in out_dir."""
     from schedlab.core.files import atomic_write
-    from schedlab.report.tables import latex_table, render_tabular, write_macros, write_sidecar
+    from schedlab.report.table_model import Table
+    from schedlab.report.tables import write_macros, write_sidecar
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -978,16 +977,17 @@ def write_outputs(df: pd.DataFrame, out_dir: Path, cfg: dict) -> dict[str, Path]
     caption = CAPTION.replace("[0.5, 2]", f"[{cfg['band']['ratio'][0]:g}, {cfg['band']['ratio'][1]:g}]")
     caption = caption.replace(r"$\pm$10", rf"$\pm${cfg['band']['share_pp']:g}")
     caption = caption.replace("validation/table.tex", "validation/table-full.tex")
-    full = latex_table(render_tabular(columns, rows), caption, "tab:validation-full")
-    atomic_write(out_dir / "table-full.tex", full)
-    tex, paper_cells = paper_table(df, cfg)
-    atomic_write(out_dir / "table.tex", tex)
+    full = Table.from_rows(columns, rows, None, caption, "tab:validation-full")
+    table, paper_cells = paper_table(df, cfg)
     for k, c in paper_cells.items():
         cells[k]["paper"] = {"row": c["row"], "col": c["col"], "text": c["text"]}
-    write_sidecar(
+    side = write_sidecar(
         out_dir / "cells.json",
         {"table": "validation", "file": "table-full.tex", "paper_file": "table.tex", "cells": cells},
     )
+    # each as the paper's LaTeX and the report's HTML (beside it), from one table model
+    full.write(out_dir / "table-full.tex", sidecar=side, title="The simulator against real credit1: every quantity")
+    table.write(out_dir / "table.tex", sidecar=side, title="The simulator against real credit1: the paper's table")
     write_macros(out_dir / "macros.tex", "validation", macros(df, cfg))
     return {
         k: out_dir / f

@@ -16,8 +16,10 @@ import copy
 import math
 import os
 import re
+import sys
 import tempfile
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -449,10 +451,17 @@ def _tail(sc: dict, variant: str, point: dict, last: dict, guest_s: float) -> di
     )
 
 
-def sim_side(sc: dict, seeds: list[int], binary=None) -> dict[tuple[str, str], dict]:
+def sim_side(sc: dict, seeds: list[int], binary=None, step=None) -> dict[tuple[str, str], dict]:
+    """Every case of the scenario on the sim, each seed; `step(seconds)` after each run."""
     out = {}
     for v, p in cases(sc):
-        out[(v, config.point_id(p))] = {"counts": [run_sim_case(sc, v, p, s, binary) for s in seeds], "seeds": seeds}
+        counts = []
+        for s in seeds:
+            t0 = time.monotonic()
+            counts.append(run_sim_case(sc, v, p, s, binary))
+            if step:
+                step(time.monotonic() - t0)
+        out[(v, config.point_id(p))] = {"counts": counts, "seeds": seeds}
     return out
 
 
@@ -690,9 +699,17 @@ def build(
     sim_runner=None,
     progress=None,
 ) -> pd.DataFrame:
-    """The whole comparison table: the sim side (every seed of every case) and the qemu side."""
+    """The whole comparison table: the sim side (every seed of every case) and the qemu side.
+    The simulator's runs show their progress on stderr (a bar on a terminal, else a line every
+    15 s), the validation's long step."""
+    from schedlab.core.progress import Progress
+
     frames = []
-    for sc in select(cfg, scenario):
+    chosen = select(cfg, scenario)
+    bar = Progress(
+        sum(len(cases(sc)) for sc in chosen) * len(cfg["seeds"]), sys.stderr, "validation", "sim run", every_s=15
+    )
+    for sc in chosen:
         q = qemu_side(sc, data_dir, base_seed)
         if "tail" in sc["sim"]:
             # the span the mirror fills per case: the mean guest time of the real traces
@@ -700,8 +717,13 @@ def build(
             sc = dict(sc, _span_s={k: sum(v) / len(v) for k, v in spans.items() if v})
         if progress:
             progress(f"{sc['name']}: sim {len(cases(sc))} case(s) x {len(cfg['seeds'])} seed(s)")
-        s = (sim_runner or sim_side)(sc, cfg["seeds"], binary)
+        if sim_runner is None:
+            s = sim_side(sc, cfg["seeds"], binary, step=bar.step)
+        else:
+            s = sim_runner(sc, cfg["seeds"], binary)
+            bar.step(n=len(cases(sc)) * len(cfg["seeds"]), measured=False)
         frames.append(compare(sc, q, s, cfg))
+    bar.close()
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
 
 

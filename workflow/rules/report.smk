@@ -294,9 +294,11 @@ rule validation:
         data=lambda wc, output: str(Path(output.executed).parents[2]),
         out_dir=lambda wc, output: str(Path(output.table).parent),
     shell:
-        "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
+        # the notebook's stderr (the simulator runs' progress lines) also on the terminal: through a
+        # pipe to fd 3, never a file papermill would truncate
+        "{{ papermill --no-progress-bar --cwd . --stderr-file >(cat >&3) {input.notebook} {output.executed} "
         "-p config_file {input.scenarios} -p data_dir {params.data} -p out_dir {params.out_dir}; "
-        "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
+        "}} 3>&2 > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
 
 
 # A table of the validation that its writer leaves as LaTeX only (e.g. a kill matrix of the

@@ -1,10 +1,10 @@
 """One table, two renderers: the paper's LaTeX and the report's HTML, from one DataFrame.
 
-A `Table` holds its cells as a DataFrame (one row per table row, one column per column, each
+`render_tabular` (booktabs, siunitx numbers) is the paper's one table renderer, `latex_table`
+its float. A `Table` holds its cells as a DataFrame (one row per table row, one column per column, each
 cell in the paper's LaTeX markup as the report modules write it), the columns' headers and
 alignments, an optional row of header groups, the blocks its rows fall into, its caption and
-label. `latex()` renders it through the paper's one tabular renderer
-(`tables.render_tabular`, `tables.latex_table`); `html()` renders the same frame with pandas'
+label. `latex()` renders it through them; `html()` renders the same frame with pandas'
 Styler, each cell and header through `tex_html`, which sets the small vocabulary of markup the
 report modules use (numbers, units, arrows, intervals as super/subscripts, stacked lines) as
 HTML. A command outside that vocabulary is kept visible (`\\name`) and listed in
@@ -24,6 +24,59 @@ from pathlib import Path
 import pandas as pd
 
 from schedlab.core.files import atomic_write
+
+# --- the paper's LaTeX ----------------------------------------------------------
+
+
+def render_tabular(columns, rows, groups=None) -> str:
+    """The paper's one table renderer: a booktabs tabular.
+
+    columns: (header, align) pairs, headers in LaTeX (escape text with latex_escape).
+    rows: lists of cells in LaTeX, one per column; None between two rows adds space.
+    groups: an optional header row above the columns' headers, (LaTeX, span) pairs
+    covering every column; a group over several columns is centred and ruled."""
+    columns = list(columns)
+    n = len(columns)
+    lines = [rf"\begin{{tabular}}{{{''.join(a for _, a in columns)}}}", r"\toprule"]
+    if groups:
+        groups = list(groups)
+        if sum(span for _, span in groups) != n:
+            raise ValueError(f"render_tabular: header groups span {sum(s for _, s in groups)} of {n} columns")
+        heads, rules, c0 = [], [], 1
+        for text, span in groups:
+            if span > 1:
+                heads.append(rf"\multicolumn{{{span}}}{{c}}{{{text}}}")
+                rules.append(rf"\cmidrule(lr){{{c0}-{c0 + span - 1}}}")
+            else:
+                heads.append(text)
+            c0 += span
+        lines += [" & ".join(heads) + r" \\", "".join(rules)] if rules else [" & ".join(heads) + r" \\"]
+    lines += [" & ".join(h for h, _ in columns) + r" \\", r"\midrule"]
+    rows = list(rows)
+    while rows and rows[-1] is None:
+        rows.pop()
+    for i, row in enumerate(rows):
+        if row is None:
+            lines.append(r"\addlinespace")
+            continue
+        if len(row) != n:
+            raise ValueError(f"render_tabular: row {i} has {len(row)} cells for {n} columns")
+        lines.append(" & ".join(str(c) for c in row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def latex_table(tabular: str, caption: str, label: str) -> str:
+    """A tabular as a floating table, shrunk to the line width when wider."""
+    return (
+        r"\begin{table}[tbp]"
+        "\n"
+        r"\centering\small"
+        "\n"
+        r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%"
+        "\n" + tabular + "}\n" + rf"\caption{{{caption}}}" + "\n" + rf"\label{{{label}}}" + "\n" + r"\end{table}" + "\n"
+    )
+
 
 # --- TeX fragments as HTML ----------------------------------------------------
 
@@ -363,8 +416,6 @@ class Table:
 
     # --- LaTeX -----------------------------------------------------------------
     def tabular(self) -> str:
-        from schedlab.report.tables import render_tabular
-
         rows = self.rows()
         if not self.spans:
             return render_tabular(zip(self.heads, self.aligns), rows, self.groups)
@@ -390,8 +441,6 @@ class Table:
 
     def latex(self) -> str:
         """The floating table as the paper inputs it."""
-        from schedlab.report.tables import latex_table
-
         return latex_table((self.preamble + "\n" if self.preamble else "") + self.tabular(), self.caption, self.label)
 
     # --- HTML ------------------------------------------------------------------

@@ -130,6 +130,28 @@ def _parser() -> argparse.ArgumentParser:
     vs.add_argument("--scenario", help="one scenario of config/validation.yaml (default: all)")
     vs.add_argument("--out", default="paper/generated/validation", help="folder for table.csv, table.tex, ...")
 
+    cp = sub.add_parser(
+        "compare",
+        help="two data folders of one study and testbed (a re-measurement against the shipped records), "
+        "cell by cell, with an equivalence verdict",
+    )
+    cp.add_argument("a", metavar="A", help="the reference data folder (holding raw/TESTBED/STUDY/), e.g. data")
+    cp.add_argument("b", metavar="B", help="the data folder compared with it, e.g. a re-measurement")
+    cp.add_argument("--study", required=True, help=STUDY_HELP)
+    cp.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help="testbed of both folders' records")
+    cp.add_argument(
+        "--margin",
+        type=float,
+        metavar="PCT",
+        help="equivalence margin in %% of A's mean (default: the study's equivalence_margin_pct, else 5)",
+    )
+    cp.add_argument(
+        "--any-definition",
+        action="store_true",
+        help="match runs by variant and point whatever study definition they were measured under "
+        "(campaigns before a change of the study file); the output says so",
+    )
+
     # listed for --help only: cli.py runs `schedlab ministat` before this parser is built
     sub.add_parser(
         "ministat",
@@ -326,6 +348,12 @@ def cmd_trace(args) -> int:
     if args.cell and "," in args.cell and "/" not in args.cell and not re.fullmatch(r"[0-9]+,[0-9]+", args.cell):
         raise config.ConfigError(f"cell {args.cell!r}: expected a cell id or ROW,COL (two numbers)")
     return trace(args.table, args.cell, Path(args.paper_dir), Path(args.data_dir), as_json=args.json)
+
+
+def cmd_compare(args) -> int:
+    from schedlab.report.compare import main
+
+    return main(Path(args.a), Path(args.b), args.study, args.testbed, args.margin, args.any_definition)
 
 
 def cmd_validate_sim(args) -> int:

@@ -70,6 +70,8 @@ lint: deps-base $(VENV)/.installed
 # Every figure and table with its caption in one HTML file (report.html), browsable
 # without LaTeX; builds what it shows first (not the PDF: no TeX needed).
 report: deps-base $(VENV)/.installed
+	@# manifests `schedlab run-study --manifest` wrote (the notebooks' hint) join Snakemake's records
+	@workflow/scripts/adopt-manifests $$(sed -n 's/^data_dir: *\([^ #]*\).*/\1/p' config/config.yaml) $(SNAKEMAKE)
 	$(SNAKEMAKE) report_items
 	$(SNAKEMAKE) --report report.html report_items
 	@echo "report: $(CURDIR)/report.html"

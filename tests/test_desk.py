@@ -153,6 +153,38 @@ def test_report_renders(report_html):
     assert "Agreement with the published figures" in results["paper/generated/agreement/table.html"]["caption"]
 
 
+@pytest.mark.slow
+def test_the_notebooks_hint_then_make_report_warns_nothing(report_html, built, tmp_path):
+    """With no data the notebooks name the command that works (run-study with --manifest); the
+    manifests it writes, which Snakemake did not make, join Snakemake's records at the next
+    `make report` instead of a "Missing metadata" warning each."""
+    from schedlab.report import data
+
+    with pytest.raises(data.DataError) as e:
+        data.load_runs(tmp_path / "data", "sim", "s1")
+    hint = str(e.value)
+    assert f"schedlab run-study s1 --testbed sim --out {tmp_path / 'data'} --manifest " in hint, hint
+    assert "data/runs/sim/s1/all.json" in hint
+    work, env, _ = built
+    # the study's manifests as run-study writes them: files Snakemake has no record of
+    manifests = [str(p.relative_to(work)) for p in (work / "data" / "runs" / "sim" / "s1").rglob("*.json")]
+    assert len(manifests) > 1
+    r = subprocess.run(
+        [str(Path(env["PATH"].split(":")[0]) / "snakemake"), "--cleanup-metadata", *manifests],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run(["make", "-o", ".venv/.installed", "report"], cwd=work, env=env, capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert f"adopt-manifests: {len(manifests)} run manifest(s)" in out, out[-3000:]
+    assert "Missing metadata" not in out, [l for l in out.splitlines() if "Missing metadata" in l]
+
+
 def _report_results(html: str) -> dict:
     """The report's data: `var results = {path: {name, labels, caption, data_uri, ...}, ...}`."""
     i = html.index("var results = {") + len("var results = ")

@@ -231,10 +231,10 @@ rule validation:
     input:
         notebook="notebooks/validation.ipynb",
         scenarios="config/validation.yaml",
-        # the shipped qemu records of the scenarios' studies (a lambda: `snakemake --lint`
-        # wants no functions beside rules)
+        # the folders of the shipped qemu records of the scenarios' studies (a lambda:
+        # `snakemake --lint` wants no functions beside rules)
         records=lambda wc: [
-            p
+            shipped_folder(s, "qemu")
             for s in sorted(
                 {
                     sc["qemu"]["study"]
@@ -243,7 +243,6 @@ rule validation:
                     ]
                 }
             )
-            for p in shipped_records(s, "qemu")
         ],
         sim="sim/build/credit1sim",
         code=REPORT_CODE + ["schedlab/testbeds/sim.py"],

@@ -104,7 +104,8 @@ def run_inputs(wc):
 def shipped_folder(study, testbed):
     """The folder of a study's raw records on a testbed, as one input standing for all of them
     (`snakemake -n` lists one path, not every record): records are only ever added, each by an
-    atomic rename, which changes the folder's time, so a new record re-derives what reads it."""
+    atomic rename, which changes the folder's time, so a new record re-derives what reads it.
+    """
     return f"{DATA}/raw/{testbed}/{study}"
 
 

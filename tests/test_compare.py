@@ -62,7 +62,7 @@ def test_two_sim_folders_of_different_seeds(tmp_path, sim_binary):
     lines = r.stdout.splitlines()
     assert lines[0].startswith(f"A: {tmp_path / 'd3'}: 12 runs") and "n in runs" in lines[2]
     assert lines[3].split()[:4] == ["variant", "mode", "metric", "n"]
-    assert len(lines) == 4 + 4 + 1 and lines[-1].startswith("verdict: ")
+    assert len(lines) == 4 + 8 + 1 and lines[-1].startswith("verdict: ")  # 2 variants x 2 modes x 2 metrics
     shutil.copytree(tmp_path / "d3", tmp_path / "copy")
     r = schedlab("compare", tmp_path / "d3", tmp_path / "copy", "--study", study, "--testbed", "sim")
     assert r.stdout.splitlines()[-1].startswith("verdict: agree"), r.stdout

@@ -483,12 +483,12 @@ class Table:
         st = st.hide(axis="index").set_td_classes(cls)
         st.cell_ids = False
         # a paragraph column (p{4.2cm}) wraps at a width in proportion to its paper width (on screen
-        # the text is larger than the paper's footnotesize: 1 cm ~ 4.5 em)
+        # the text is larger than the paper's footnotesize: 1 cm ~ 4 em)
         wide = []
         for j, a in enumerate(self.aligns):
             m = re.search(r"p\{([0-9.]+)cm\}", a)
             if m:
-                width = f"{float(m.group(1)) * 4.5:.1f}em"
+                width = f"{float(m.group(1)) * 4:.1f}em"
                 wide.append(
                     {"selector": f"td.col{j}", "props": f"white-space: normal; min-width: {width}; max-width: {width};"}
                 )

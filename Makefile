@@ -23,7 +23,9 @@ DEBS_PACKS := bc bison flex libelf-dev linux-source-6.1 pbzip2 postgresql-15 pos
 # (and what builds Xen from Debian's source package: dpkg-dev for apt-get source, patch)
 DEBS_QEMU := qemu-system-x86 qemu-utils debootstrap e2fsprogs cpio openssh-client gcc-12 make libelf1 \
 	debian-archive-keyring dpkg-dev patch
-DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB) $(DEBS_PACKS) $(DEBS_QEMU)
+# a real browser for the report's test (tests/test_desk.py drives it through chromedriver)
+DEBS_BROWSER := chromium chromium-driver
+DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB) $(DEBS_PACKS) $(DEBS_QEMU) $(DEBS_BROWSER)
 # The flags (cores, testbed_host=1, ...) live in the workflow profile. Snakemake finds
 # profiles/default beside the Snakefile by itself, not workflow/profiles/default: name it.
 SNAKEMAKE := snakemake --workflow-profile workflow/profiles/default
@@ -68,6 +70,8 @@ lint: deps-base $(VENV)/.installed
 # Every figure and table with its caption in one HTML file (report.html), browsable
 # without LaTeX; builds what it shows first (not the PDF: no TeX needed).
 report: deps-base $(VENV)/.installed
+	@# manifests `schedlab run-study --manifest` wrote (the notebooks' hint) join Snakemake's records
+	@workflow/scripts/adopt-manifests $$(sed -n 's/^data_dir: *\([^ #]*\).*/\1/p' config/config.yaml) $(SNAKEMAKE)
 	$(SNAKEMAKE) report_items
 	$(SNAKEMAKE) --report report.html report_items
 	@echo "report: $(CURDIR)/report.html"

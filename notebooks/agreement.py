@@ -33,10 +33,10 @@ out_dir = "paper/generated/agreement"
 import math
 
 from schedlab import config
-from schedlab.core.files import atomic_write
 from schedlab.report import agreement
 from schedlab.report.notebook import repo_root
-from schedlab.report.tables import fmt_bracket, fmt_signed, latex_table, render_tabular, write_macros, write_sidecar
+from schedlab.report.table_model import Table
+from schedlab.report.tables import fmt_bracket, fmt_signed, write_macros, write_sidecar
 from schedlab.report.tables import latex_escape as esc
 
 root = repo_root()
@@ -100,8 +100,9 @@ caption = (r"Published differences (\%, or ratios where only one variant was quo
            r"equivalence test); ``same direction'': outside it, with the same sign; ``opposite'': outside, "
            r"with the other sign. Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}.")
 (root / out_dir).mkdir(parents=True, exist_ok=True)
-atomic_write(root / out_dir / "table.tex", latex_table(render_tabular(columns, rows, groups), caption, "tab:agreement"))
-write_sidecar(root / out_dir / "cells.json", {"table": "agreement", "cells": cells})
+side = write_sidecar(root / out_dir / "cells.json", {"table": "agreement", "cells": cells})
+Table.from_rows(columns, rows, groups, caption, "tab:agreement").write(
+    root / out_dir / "table.tex", sidecar=side, title="Agreement with the published figures")
 macros = {"rows": str(len(df))}
 for tb in tbs:
     v = df.get(f"{tb}_verdict")
@@ -139,9 +140,9 @@ for i, r in xdf.iterrows():
 xcaption = (r"The simulator's differences beside the other testbeds' at the points both ran (\%, with each "
             r"table's interval at the row's Holm-adjusted level; significance Holm-adjusted within each "
             r"testbed's table). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/testbeds.tex}.")
-atomic_write(root / out_dir / "testbeds.tex",
-             latex_table(render_tabular(xcolumns, xrows), xcaption, "tab:agreement-testbeds"))
-write_sidecar(root / out_dir / "testbeds-cells.json", {"table": "agreement-testbeds", "cells": xcells})
+xside = write_sidecar(root / out_dir / "testbeds-cells.json", {"table": "agreement-testbeds", "cells": xcells})
+Table.from_rows(xcolumns, xrows, None, xcaption, "tab:agreement-testbeds").write(
+    root / out_dir / "testbeds.tex", sidecar=xside, title="Agreement between testbeds")
 xmacros["rows"] = str(len(xdf))
 for v in agreement.CROSS_VERDICTS:
     xmacros[v.replace(" ", "-")] = str(int((xdf["verdict"] == v).sum())) if len(xdf) else "0"

@@ -43,10 +43,10 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from schedlab.core.files import atomic_write
 from schedlab.report import sensitivity as sens
 from schedlab.report.notebook import repo_root
-from schedlab.report.tables import fmt_signed, latex_table, render_tabular, write_macros, write_sidecar
+from schedlab.report.table_model import Table
+from schedlab.report.tables import fmt_signed, write_macros, write_sidecar
 from schedlab.report.tables import latex_escape as esc
 
 sns.set_theme(style="whitegrid", context="paper")
@@ -365,12 +365,12 @@ caption = (
     r"Regenerate: \texttt{snakemake -c1 paper/generated/sensitivity/table.tex}; "
     rf"{n_runs} runs, \texttt{{sha256:{data_hash[:16]}}}."
 )
-atomic_write(out / "table.tex", latex_table(
-    r"\setlength{\tabcolsep}{3pt}\footnotesize" "\n" + render_tabular(columns, table_rows), caption,
-    "tab:sensitivity"))
-write_sidecar(out / "cells.json", {"table": "sensitivity", "data_hash": data_hash, "seeds": sw.seeds,
-                                   "joint_points": sw.joint_points, "binaries": binaries, "cells": cells,
-                                   "effects": effects_side})
+side = write_sidecar(out / "cells.json", {"table": "sensitivity", "data_hash": data_hash, "seeds": sw.seeds,
+                                          "joint_points": sw.joint_points, "binaries": binaries, "cells": cells,
+                                          "effects": effects_side})
+Table.from_rows(columns, table_rows, None, caption, "tab:sensitivity",
+                preamble=r"\setlength{\tabcolsep}{3pt}\footnotesize").write(
+    out / "table.tex", sidecar=side, title="Robustness of the simulator's conclusions")
 macros["n"] = str(len(all_rob))
 macros["robust/n"] = str(int(all_rob["robust"].sum()))
 macros["sign-kept/n"] = str(int(all_rob["sign_kept"].sum()))

@@ -1,4 +1,4 @@
-"""Sub-commands of `schedlab` (all but `ministat`, which cli.py dispatches first)."""
+"""Sub-commands of `schedlab` (cli.py dispatches `ministat` before this parser, for its start-up time)."""
 
 from __future__ import annotations
 
@@ -44,18 +44,34 @@ def _bounded(prop: str):
     return parse
 
 
+DESCRIPTION = (
+    "schedlab: hypervisor scheduler studies, from study files to raw run records to the paper's "
+    "tables. Run in a project folder (one with config/studies/); `schedlab COMMAND --help` for a command."
+)
+# help texts of the options several commands share
+TESTBED_HELP = "testbed to run on: sim (the simulator), qemu (Xen under QEMU, root) or lab (hosts over SSH)"
+OUT_HELP = "data folder (records go to OUT/raw/TESTBED/STUDY/; default: data)"
+SEED_HELP = "base seed every run's seed derives from (default: config/config.yaml's seed)"
+STUDY_HELP = "study name (config/studies/NAME.yaml) or study file"
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="schedlab", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    from schedlab import __version__
+
+    p = _Parser(prog="schedlab", description=DESCRIPTION)
+    p.add_argument("--version", action="version", version=f"schedlab {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     r = sub.add_parser("run", help="run one study point: N repetitions plus the study's warm-ups")
-    r.add_argument("study")
-    r.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim")
-    r.add_argument("--variant", required=True)
-    r.add_argument("--point", action="append", default=[], metavar="AXIS=VALUE")
+    r.add_argument("study", help=STUDY_HELP)
+    r.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim", help=TESTBED_HELP + " (default: sim)")
+    r.add_argument("--variant", required=True, help="the variant to run (one of the study's variants)")
+    r.add_argument(
+        "--point", action="append", default=[], metavar="AXIS=VALUE", help="the point: one AXIS=VALUE per axis"
+    )
     r.add_argument("--reps", type=_bounded("runs"), help="measured runs (default: the study's runs for this testbed)")
-    r.add_argument("--out", default="data", help="data folder (records go to OUT/raw/TESTBED/STUDY/)")
-    r.add_argument("--seed", type=_bounded("seed"), help="base seed (default: config/config.yaml)")
+    r.add_argument("--out", default="data", help=OUT_HELP)
+    r.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP)
     r.add_argument("--manifest", help="also write the point's manifest (used by the Snakemake rules)")
     r.add_argument("--host", help="lab testbed: inventory host or pool to run on")
     r.add_argument(
@@ -65,11 +81,15 @@ def _parser() -> argparse.ArgumentParser:
         "changes or with another --reps than the registered design's",
     )
 
-    rs = sub.add_parser("run-study", help="run a whole study in its interleaved plan order (real hosts)")
-    rs.add_argument("study")
-    rs.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True)
-    rs.add_argument("--out", default="data")
-    rs.add_argument("--seed", type=_bounded("seed"))
+    rs = sub.add_parser(
+        "run-study",
+        help="run a whole study in its randomised, interleaved plan order, on any testbed "
+        "(with --manifest, what the notebooks read)",
+    )
+    rs.add_argument("study", help=STUDY_HELP)
+    rs.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help=TESTBED_HELP)
+    rs.add_argument("--out", default="data", help=OUT_HELP)
+    rs.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP)
     rs.add_argument("--manifest", help="write the study manifest (all.json) here")
     rs.add_argument("--host", help="lab testbed: inventory host or pool to run on")
     rs.add_argument(
@@ -91,19 +111,19 @@ def _parser() -> argparse.ArgumentParser:
         help="the study manifest (all.json) from raw records already on disk, "
         "e.g. the qemu records shipped with the repository; measures nothing",
     )
-    ds.add_argument("study")
-    ds.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True)
-    ds.add_argument("--out", default="data")
-    ds.add_argument("--seed", type=_bounded("seed"))
-    ds.add_argument("--manifest", required=True)
+    ds.add_argument("study", help=STUDY_HELP)
+    ds.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help="testbed whose records to read")
+    ds.add_argument("--out", default="data", help="data folder holding raw/TESTBED/STUDY/ (default: data)")
+    ds.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP + "; it selects the runs' keys")
+    ds.add_argument("--manifest", required=True, help="the study manifest to write (e.g. data/runs/qemu/s1/all.json)")
 
     pl = sub.add_parser("plan", help="print a study's randomised, interleaved run order")
-    pl.add_argument("study")
-    pl.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim")
-    pl.add_argument("--seed", type=_bounded("seed"))
+    pl.add_argument("study", help=STUDY_HELP)
+    pl.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim", help=TESTBED_HELP + " (default: sim)")
+    pl.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP)
 
     v = sub.add_parser("verify", help="check every raw record (schema, checksum, no duplicates)")
-    v.add_argument("data_dir", nargs="?", default="data")
+    v.add_argument("data_dir", nargs="?", default="data", help="data folder (default: data)")
 
     c = sub.add_parser("validate", help="validate config/config.yaml, the lab inventory and the study files")
     c.add_argument("files", nargs="*", help="study files (default: config/studies/*.yaml)")
@@ -113,13 +133,43 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("trace", help="print the runs, builds and hosts behind one number of the paper")
     t.add_argument("table", help="table id, e.g. s0-sim (see paper/generated/*/ *.cells.json)")
     t.add_argument("cell", nargs="?", help="cell id (as listed without CELL), or ROW,COL")
-    t.add_argument("--paper-dir", default="paper")
-    t.add_argument("--data-dir", default="data")
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--paper-dir", default="paper", help="paper folder holding generated/ (default: paper)")
+    t.add_argument("--data-dir", default="data", help="data folder holding raw/ (default: data)")
+    t.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     vs = sub.add_parser("validate-sim", help="the simulator against real credit1 (qemu records): docs/validation.md")
     vs.add_argument("--scenario", help="one scenario of config/validation.yaml (default: all)")
     vs.add_argument("--out", default="paper/generated/validation", help="folder for table.csv, table.tex, ...")
+
+    cp = sub.add_parser(
+        "compare",
+        help="two data folders of one study and testbed (a re-measurement against the shipped records), "
+        "cell by cell, with an equivalence verdict",
+    )
+    cp.add_argument("a", metavar="A", help="the reference data folder (holding raw/TESTBED/STUDY/), e.g. data")
+    cp.add_argument("b", metavar="B", help="the data folder compared with it, e.g. a re-measurement")
+    cp.add_argument("--study", required=True, help=STUDY_HELP)
+    cp.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help="testbed of both folders' records")
+    cp.add_argument(
+        "--margin",
+        type=float,
+        metavar="PCT",
+        help="equivalence margin in %% of A's mean (default: the study's equivalence_margin_pct, else 5)",
+    )
+    cp.add_argument(
+        "--any-definition",
+        action="store_true",
+        help="match runs by variant and point whatever study definition they were measured under "
+        "(campaigns before a change of the study file); the output says so",
+    )
+
+    # listed for --help only: cli.py runs `schedlab ministat` before this parser is built
+    sub.add_parser(
+        "ministat",
+        add_help=False,
+        help="Debian's ministat(1), byte for byte: compare samples in files "
+        "(statistics with confidence intervals; `schedlab ministat -h` for its options)",
+    )
     return p
 
 
@@ -271,10 +321,11 @@ def cmd_plan(args) -> int:
     from schedlab.core.plan import plan
 
     study = config.load_study(args.study)
+    print(f"{'#':>4}  {'variant':<10} {'point':<20} {'rep':>3}  warm-up")
     for e in plan(study, args.testbed, _base_seed(args)):
         print(
             f"{e['index']:4d}  {e['variant']:<10} {config.point_id(e['point']):<20} "
-            f"rep {e['repetition']}{'  warm-up' if e['warmup'] else ''}"
+            f"{e['repetition']:3d}  {'yes' if e['warmup'] else 'no'}"
         )
     return 0
 
@@ -324,6 +375,12 @@ def cmd_trace(args) -> int:
     if args.cell and "," in args.cell and "/" not in args.cell and not re.fullmatch(r"[0-9]+,[0-9]+", args.cell):
         raise config.ConfigError(f"cell {args.cell!r}: expected a cell id or ROW,COL (two numbers)")
     return trace(args.table, args.cell, Path(args.paper_dir), Path(args.data_dir), as_json=args.json)
+
+
+def cmd_compare(args) -> int:
+    from schedlab.report.compare import main
+
+    return main(Path(args.a), Path(args.b), args.study, args.testbed, args.margin, args.any_definition)
 
 
 def cmd_validate_sim(args) -> int:

@@ -18,8 +18,27 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+
+def _project_root() -> Path:
+    """The project folder: this checkout when the package runs from one (an editable install);
+    installed from a wheel, the nearest folder from the working directory up holding
+    config/studies/, else the copy of the project's files the wheel carries (schedlab/_project)."""
+    here = Path(__file__).resolve().parent
+    checkout = here.parent
+    if (checkout / "workflow" / "schemas").is_dir() and (checkout / "config" / "studies").is_dir():
+        return checkout
+    cwd = Path.cwd()
+    for d in (cwd, *cwd.parents):
+        if (d / "config" / "studies").is_dir():
+            return d
+    return here / "_project"
+
+
+ROOT = _project_root()
+# a project folder without the schemas (a copy of config/ only) validates against the wheel's
 SCHEMAS = ROOT / "workflow" / "schemas"
+if not SCHEMAS.is_dir():
+    SCHEMAS = Path(__file__).resolve().parent / "_project" / "workflow" / "schemas"
 STUDIES_DIR = ROOT / "config" / "studies"
 
 

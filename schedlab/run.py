@@ -20,6 +20,7 @@ from pathlib import Path
 from schedlab import __version__, config, records, store
 from schedlab.core.files import atomic_write
 from schedlab.core.plan import boot_key, derive_seed, plan, repetitions  # noqa: F401  (schedlab.run.plan is public)
+from schedlab.core.progress import Progress
 from schedlab.core.testbed import RunFailed
 
 
@@ -380,45 +381,6 @@ def _worst(before: dict, after: dict) -> dict:
     }
 
 
-class Progress:
-    """Plan-wide progress of a study on stderr: one line per run ("57/240 (24 %) · ETA 31 min",
-    the ETA from the runs this process measured), and a live bar when stderr is a terminal."""
-
-    def __init__(self, total: int, log=sys.stderr):
-        self.total, self.done, self.log = total, 0, log
-        self.started = _now()
-        self.measured: list[float] = []
-        self.bar = None
-        if hasattr(log, "isatty") and log.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, file=log, unit="run", dynamic_ncols=True, leave=True)
-
-    def eta_s(self) -> float | None:
-        if not self.measured:
-            return None
-        return sum(self.measured) / len(self.measured) * (self.total - self.done)
-
-    def line(self) -> str:
-        eta = self.eta_s()
-        left = "ETA --" if eta is None else f"ETA {eta / 60:.0f} min" if eta >= 90 else f"ETA {eta:.0f} s"
-        return f"{self.done}/{self.total} ({100 * self.done / self.total:.0f} %) · {left}"
-
-    def step(self, seconds: float, measured: bool) -> None:
-        self.done += 1
-        if measured:
-            self.measured.append(seconds)
-        if self.bar is not None:
-            self.bar.set_postfix_str(self.line().split(" · ")[1], refresh=False)
-            self.bar.update(1)
-        else:
-            print(f"progress: {self.line()}", file=self.log, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def run_study(
     study: dict,
     testbed_name: str,
@@ -445,7 +407,8 @@ def run_study(
     order = [e for e in whole if variants is None or e["variant"] in variants]
     if settings["unit"] == "boot" and not exploratory and order:
         require_registered(study, testbed_name)
-    progress = Progress(len(order), log)
+    progress, started = Progress(len(order), log), _now()
+    log = progress.out  # the runs' lines: above the bar on a terminal (tqdm's writer)
     boot = object()
     for e in order:
         key = boot_key(e, settings)
@@ -470,7 +433,7 @@ def run_study(
         rec = runners[k].run_rep(e["repetition"], executed_as="plan")
         entries.setdefault(k, []).append(rec)
         # a reused record took no testbed time: only measured runs estimate what is left
-        progress.step(time.monotonic() - t0, measured=rec.get("finished", "") >= progress.started)
+        progress.step(time.monotonic() - t0, measured=rec.get("finished", "") >= started)
     progress.close()
     if manifest_dir:
         for (variant, pid), recs in entries.items():

@@ -926,7 +926,7 @@ cli_case(
 )
 cli_case("no-variant", [*RUN, "--point", "mode=alone"], "--variant")
 cli_case("no-study", ["run", "--variant", "bug"], "study")
-cli_case("no-command", [], "cmd")
+cli_case("no-command", [], "COMMAND")
 cli_case("unknown-command", ["frobnicate"], "invalid choice")
 cli_case("unknown-option", [*RUN, *POINT, "--frobnicate"], "unrecognized arguments")
 cli_case("run-study-no-testbed", ["run-study", "s1"], "--testbed")

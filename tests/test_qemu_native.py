@@ -348,9 +348,9 @@ def test_native_resume_option_decides_suspend_or_fresh_boot():
         assert ("k",) in runner._suspended if resume else not runner._suspended
 
 
-def test_a_new_round_boots_native_kernels_afresh_without_native_resume():
-    """native_resume: false makes the boot the replicate: a round that begins with the kernel
-    the last round ended with must not reuse its VM (start_round closes it)."""
+def test_a_fresh_boot_closes_native_kernels_whatever_native_resume_says():
+    """The unit is the boot: where the plan starts a boot, fresh_boot closes the native VM and
+    its saved snapshots, also for a study that would resume kernels between rounds."""
     from schedlab.testbeds.qemu import QemuTestbed
 
     study = yaml.safe_load((REPO / "config/studies/s2native.yaml").read_text())
@@ -363,8 +363,8 @@ def test_a_new_round_boots_native_kernels_afresh_without_native_resume():
             Native.closed += 1
 
     tb._native = Native()
-    tb.start_round(study, 1)
+    tb.fresh_boot(study)
     assert Native.closed == 1
     study["testbeds"]["qemu"]["options"]["native_resume"] = True
-    tb.start_round(study, 2)
-    assert Native.closed == 1  # resuming kernels keep their VMs across rounds
+    tb.fresh_boot(study)
+    assert Native.closed == 2

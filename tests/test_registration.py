@@ -243,7 +243,7 @@ def test_design_hash_covers_unit_plan_runs_options_and_claim():
     h = config.design_hash(st, "qemu")
     for change in (
         lambda s: s["testbeds"]["qemu"].update(runs=s["testbeds"]["qemu"]["runs"] + 1),
-        lambda s: s["testbeds"]["qemu"].update(boot_plan="variant-round"),
+        lambda s: s["testbeds"]["qemu"].update(boot_plan="round"),
         lambda s: s["testbeds"]["qemu"].update(runs_per_boot=2),
         lambda s: s["testbeds"]["qemu"]["options"].update(lock_ops=1),
         lambda s: s["testbeds"]["qemu"].update(analysis="paired"),

@@ -327,7 +327,8 @@ def test_paper_table_is_one_row_per_case_with_marks():
              sim_mean=0.3, verdict=V.NOT_MEASURED, reason=f"{V.NOT_MEASURED} (3 measured run(s) without sched_events)"),
     ]  # fmt: skip
     df = pd.DataFrame(rows, columns=V.COLUMNS)
-    tex, cells = V.paper_table(df, cfg)
+    table, cells = V.paper_table(df, cfg)
+    tex = table.latex()
     body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0]
     lines = [ln for ln in body.splitlines() if ln.endswith(r"\\")]
     assert len(lines) == 3  # base, yield, and one line for S3

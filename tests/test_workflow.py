@@ -122,26 +122,26 @@ def test_report_marks_every_figure_and_table():
     assert (ROOT / "workflow" / "report" / "workflow.rst").is_file()
 
 
-def test_report_shows_the_validation_and_sensitivity_outputs():
-    """The validation and sensitivity notebooks' figures and tables are in the report as the
-    study notebooks' are: marked with a caption, the tables as HTML made by report-view in the
-    same job, and built by `make report` (report_items)."""
+def test_report_shows_the_validation_sensitivity_and_verdict_outputs():
+    """The validation, sensitivity and verdict tables and figures are in the report as the
+    study notebooks' are: marked with a caption, each table's HTML written with its LaTeX from
+    one table model (no LaTeX-to-HTML step in the rule), and built by `make report`."""
     rules = {}
     for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
         rules.update(_rules(smk))
-    for rule, want, table in (
-        ("validation", {"figure.pdf", "figure.png", "table-full.html"}, "{output.table_full} {output.table_full_html}"),
-        ("sensitivity", {"{s}-tornado.{ext}", "table.html"}, "{output.table} {output.table_html}"),
+    for rule, want in (
+        ("validation", {"figure.pdf", "figure.png", "table.html", "table-full.html"}),
+        ("sensitivity", {"{s}-tornado.{ext}", "table.html"}),
+        ("verdicts", {"table.html", "coverage.html"}),
     ):
         text = rules[rule]
         marked = re.findall(r'report\(\s*f?"([^"]+)",\s*caption="([^"]+)"', text)
         assert {Path(p).name for p, _ in marked} >= want, rule
         for _, caption in marked:
             assert (ROOT / "workflow" / "rules" / caption).resolve().is_file(), caption
-        shell = text.split("    shell:", 1)[1]
-        assert f"{{input.view}} table {table} --sidecar {{output.cells}}" in shell, rule
-    assert "rules.validation.output" in rules["report_items"]
-    assert "rules.sensitivity.output" in rules["report_items"]
+        assert "{input.view} table" not in text.split("    shell:", 1)[1], rule
+    for rule in ("validation", "sensitivity", "verdicts"):
+        assert f"rules.{rule}.output" in rules["report_items"]
 
 
 VIEW = ROOT / "workflow" / "scripts" / "report-view"
@@ -165,16 +165,22 @@ def test_report_view_makes_a_png_of_a_pdf_figure(tmp_path):
         assert im.size[0] > 200 and hi - lo > 100
 
 
-def test_report_view_renders_a_latex_table(tmp_path):
+def test_report_view_reads_back_a_latex_table(tmp_path):
+    """A table written as LaTeX only (render_tabular's format) reaches the report through the
+    table model: its rows, header groups, units and arrows."""
     tex = tmp_path / "t.tex"
     tex.write_text(r"""\begin{table}[tbp]
 \centering\small
 \resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%
 \begin{tabular}{llr}
 \toprule
-variant & \multicolumn{2}{c}{throughput} \\
+ & \multicolumn{2}{c}{throughput [\textmu s] $\uparrow$} \\
+\cmidrule(lr){2-3}
+variant & mean & n \\
 \midrule
 fix & $-12.3 \pm 1.2$\,\%$^{*}$ & \textbf{5} \\
+\addlinespace
+bug & \num{-3.0}$^{+\num{1.0}}_{-\num{2.0}}$ & 4 \\
 \bottomrule
 \end{tabular}}
 \caption{S1 \& friends, sim testbed.}
@@ -188,8 +194,10 @@ fix & $-12.3 \pm 1.2$\,\%$^{*}$ & \textbf{5} \\
         [sys.executable, str(VIEW), "table", str(tex), str(out), "--sidecar", str(side)], check=True, timeout=60
     )
     html = out.read_text()
-    assert '<td colspan="2">throughput</td>' in html
-    assert "<td>-12.3 ± 1.2\u2009%*</td>" in html
+    assert re.search(r'<th [^>]*colspan="2"[^>]*>throughput \[µs\] ↑</th>', html), html
+    assert ">−12.3 ± 1.2\u2009%<sup>*</sup></td>" in html
+    assert '−3.0<span class="ends"><sup>+1.0</sup><sub>−2.0</sub></span>' in html
+    assert len(re.findall(r"<tr>", html.split("<tbody>")[1])) == 2
     assert "S1 &amp; friends, sim testbed." in html and "tab:s1-sim" in html
     assert "2 cells" in html and "\\begin{tabular}" in html
 

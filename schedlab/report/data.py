@@ -44,14 +44,22 @@ def load_runs(data_dir: Path, testbed: str, study: str, include_warmup: bool = F
         for r in kept
     ]
     if not rows:
+        manifest = records.study_manifest(Path(data_dir), testbed, study)
+        shown = _shown(manifest)
         raise DataError(
-            f"no runs for study {study} on testbed {testbed} in "
-            f"{records.study_manifest(Path(data_dir), testbed, study)} "
-            f"(run `snakemake` or `schedlab run {study} --testbed {testbed} ...` first)"
+            f"no runs for study {study} on testbed {testbed} in {shown} (measure them first: "
+            f"`schedlab run-study {study} --testbed {testbed} --out {_shown(Path(data_dir))} --manifest {shown}`, "
+            f"or `snakemake -c2 {shown}`)"
         )
     frame = pd.DataFrame(rows)
     frame.attrs["records"] = {r["run_id"]: r for r in kept}
     return frame
+
+
+def _shown(path: Path) -> str:
+    """A path as the user types it: relative to the working directory when inside it."""
+    p = Path(path).resolve()
+    return str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(path)
 
 
 def data_hash(runs: pd.DataFrame) -> str:

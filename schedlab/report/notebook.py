@@ -438,6 +438,11 @@ class StudyContext:
             macros["figure/caption"] = self.figure_caption
         side = self.table.write({**macros, **(extra_macros or {})}, self.checks, excluded)
         atomic_write(self.out_dir / f"{self.testbed}-setup.tex", self.setup_tex())
+        # the figure's caption as the paper prints it, for the report (workflow/report/study-figure.rst)
+        from schedlab.report.table_model import tex_html
+
+        caption = tex_html(self.figure_caption) if self.figure_caption else "(no figure caption)"
+        atomic_write(self.out_dir / f"{self.testbed}-figure-caption.html", f'<p class="caption">{caption}</p>\n')
         return side
 
 

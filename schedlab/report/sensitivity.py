@@ -47,6 +47,7 @@ from typing import Any
 import yaml
 
 from schedlab import config
+from schedlab.core.progress import Progress
 
 CONFIG = config.ROOT / "config" / "sensitivity.yaml"
 TESTBED = "sim"
@@ -544,6 +545,11 @@ def sweep(
     entries = []
     sources = sources_hash() if isinstance(tb, SimTestbed) else None
     described = None
+    # the runs not on disk yet, as they end: a bar on a terminal, else a line every 30 s (stderr);
+    # the sweep's own lines go to `log` through tqdm's writer
+    progress = Progress(0, sys.stderr, desc=f"sensitivity/{study}", jobs=jobs, every_s=30)
+    log = progress.writer(log)
+    took: dict[str, float] = {}
 
     def one(s: Setting, st: dict, variant: str, point: dict, seed: int, base: dict, run_id: str, tag: str):
         """One run, its record written: the manifest entry, or None if it failed."""
@@ -563,7 +569,9 @@ def sweep(
                 {**base, "run_id": f"{run_id}.failed{attempt}", "attempt": attempt, **failed_fields(e, started, t0)},
             )
             print(f"{tag}: FAILED: {e}", file=log, flush=True)
+            took[run_id] = time.monotonic() - t0
             return None
+        took[run_id] = time.monotonic() - t0
         rec = {**base, "run_id": run_id, "attempt": 1, **ok_fields(result, started, t0)}
         store.write_record(folder, rec)
         return _entry(store.read_record(folder / f"{run_id}.json"), data_dir)
@@ -634,8 +642,10 @@ def sweep(
                     },
                 }
                 submitted[run_id] = pool.submit(one, s, st, variant, point, seed, base, run_id, tag)
+                submitted[run_id].add_done_callback(lambda f, rid=run_id: progress.step(took.get(rid, 0.0)))
                 runs.append(submitted[run_id])
         planned.append((s, runs))
+    progress.set_total(len(submitted))
     counted: set[Future] = set()
     try:
         for s, runs in planned:
@@ -654,6 +664,7 @@ def sweep(
             print(f"[sensitivity/{study}] {s.id}: {len(done)} runs", file=log, flush=True)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        progress.close()
     out = write_manifest(sw, study, data_dir, entries)
     cpu = _cpu() - t_cpu
     print(
@@ -963,7 +974,7 @@ def main(argv=None) -> int:
             if tb is not None:
                 print(f"sensitivity: simulator copied and built in {tb.root} (sources {tb.sources_sha256[:16]})")
             for s in names:
-                cpu += sweep(sw, s, Path(a.data), base_seed, testbed=tb, jobs=a.jobs)["cpu_s"]
+                cpu += sweep(sw, s, Path(a.data), base_seed, testbed=tb, jobs=a.jobs, log=sys.stdout)["cpu_s"]
             print(f"sensitivity: CPU {cpu:.1f} s", file=sys.stderr)
         elif a.cmd == "select":
             for s in names:

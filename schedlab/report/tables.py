@@ -15,6 +15,9 @@ from schedlab import config
 from schedlab.core.files import atomic_write
 from schedlab.report.data import data_hash
 
+# the paper's table renderer lives with the table model (LaTeX and HTML of one table)
+from schedlab.report.table_model import Table, latex_table, render_tabular  # noqa: F401
+
 _ESC = {
     "\\": r"\textbackslash{}",
     "&": r"\&",
@@ -131,56 +134,6 @@ def fmt_bracket(low, high, decimals: int | None = None) -> str:
         return _signed(_fixed(x, decimals))
 
     return f"[{end(low)}, {end(high)}]"
-
-
-def render_tabular(columns, rows, groups=None) -> str:
-    """The paper's one table renderer: a booktabs tabular.
-
-    columns: (header, align) pairs, headers in LaTeX (escape text with latex_escape).
-    rows: lists of cells in LaTeX, one per column; None between two rows adds space.
-    groups: an optional header row above the columns' headers, (LaTeX, span) pairs
-    covering every column; a group over several columns is centred and ruled."""
-    columns = list(columns)
-    n = len(columns)
-    lines = [rf"\begin{{tabular}}{{{''.join(a for _, a in columns)}}}", r"\toprule"]
-    if groups:
-        groups = list(groups)
-        if sum(span for _, span in groups) != n:
-            raise ValueError(f"render_tabular: header groups span {sum(s for _, s in groups)} of {n} columns")
-        heads, rules, c0 = [], [], 1
-        for text, span in groups:
-            if span > 1:
-                heads.append(rf"\multicolumn{{{span}}}{{c}}{{{text}}}")
-                rules.append(rf"\cmidrule(lr){{{c0}-{c0 + span - 1}}}")
-            else:
-                heads.append(text)
-            c0 += span
-        lines += [" & ".join(heads) + r" \\", "".join(rules)] if rules else [" & ".join(heads) + r" \\"]
-    lines += [" & ".join(h for h, _ in columns) + r" \\", r"\midrule"]
-    rows = list(rows)
-    while rows and rows[-1] is None:
-        rows.pop()
-    for i, row in enumerate(rows):
-        if row is None:
-            lines.append(r"\addlinespace")
-            continue
-        if len(row) != n:
-            raise ValueError(f"render_tabular: row {i} has {len(row)} cells for {n} columns")
-        lines.append(" & ".join(str(c) for c in row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(lines) + "\n"
-
-
-def latex_table(tabular: str, caption: str, label: str) -> str:
-    """A tabular as a floating table, shrunk to the line width when wider."""
-    return (
-        r"\begin{table}[tbp]"
-        "\n"
-        r"\centering\small"
-        "\n"
-        r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%"
-        "\n" + tabular + "}\n" + rf"\caption{{{caption}}}" + "\n" + rf"\label{{{label}}}" + "\n" + r"\end{table}" + "\n"
-    )
 
 
 def mean_ci(values: np.ndarray, confidence: float = 95.0) -> tuple[float, float]:
@@ -430,7 +383,18 @@ class StudyTable:
                 rows.append(cells)
                 row += 1
             rows.append(None)
+        return self._tabular(columns, rows, groups)
+
+    def _tabular(self, columns, rows, groups=None) -> str:
+        """The tabular, keeping its parts for the table model (the report's HTML of it)."""
+        self._parts = (list(columns), list(rows), groups)
         return render_tabular(columns, rows, groups)
+
+    def model(self, published: bool = True) -> Table:
+        """This table as the table model (table_model.Table): the paper's LaTeX and the report's HTML."""
+        self.latex(published)
+        columns, rows, groups = self._parts
+        return Table.from_rows(columns, rows, groups, self.caption(), f"tab:{self.table_id}")
 
     def _published(self, pub: dict, name: str, v: str, point: dict, relative: bool) -> str | None:
         """The published cell of a variant at a point: the seed's value, or (relative) its
@@ -579,7 +543,7 @@ class StudyTable:
                 first = False
                 row += 1
             rows.append(None)
-        return render_tabular(columns, rows)
+        return self._tabular(columns, rows)
 
     def _units_text(self) -> str:
         """How many units the table's cells rest on, in words: "6 boots per cell (one run each)"."""
@@ -650,6 +614,9 @@ class StudyTable:
             rf"\texttt{{sha256:{self.hash[:16]}}}."
         )
 
+    def _title(self) -> str:
+        return f"{self.study['study'].upper()}: {display_title(self.study, self.testbed)} ({self.testbed} testbed)"
+
     def write(
         self,
         extra_macros: dict[str, str] | None = None,
@@ -662,7 +629,7 @@ class StudyTable:
         definition the analysis left out, each with its reason."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         label = f"tab:{self.table_id}"
-        tex = latex_table(self.latex(), self.caption(), label)
+        table = self.model()
         macros = {**self.macros, **(extra_macros or {})}
         macros["datahash"] = self.hash[:16]
         macros["nruns"] = str(len(self.runs))
@@ -681,8 +648,9 @@ class StudyTable:
             "checks": checks or {},
             "excluded": excluded or [],
         }
-        atomic_write(self.out_dir / f"{self.testbed}-table.tex", tex)
         sidecar = write_sidecar(self.out_dir / f"{self.testbed}-cells.json", sidecar)
+        # the paper's table and the report's page of it, from one table model
+        table.write(self.out_dir / f"{self.testbed}-table.tex", sidecar=sidecar, title=self._title())
         write_macros(self.out_dir / f"{self.testbed}-macros.tex", self.table_id, macros)
         return sidecar
 

@@ -16,8 +16,10 @@ import copy
 import math
 import os
 import re
+import sys
 import tempfile
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -449,10 +451,17 @@ def _tail(sc: dict, variant: str, point: dict, last: dict, guest_s: float) -> di
     )
 
 
-def sim_side(sc: dict, seeds: list[int], binary=None) -> dict[tuple[str, str], dict]:
+def sim_side(sc: dict, seeds: list[int], binary=None, step=None) -> dict[tuple[str, str], dict]:
+    """Every case of the scenario on the sim, each seed; `step(seconds)` after each run."""
     out = {}
     for v, p in cases(sc):
-        out[(v, config.point_id(p))] = {"counts": [run_sim_case(sc, v, p, s, binary) for s in seeds], "seeds": seeds}
+        counts = []
+        for s in seeds:
+            t0 = time.monotonic()
+            counts.append(run_sim_case(sc, v, p, s, binary))
+            if step:
+                step(time.monotonic() - t0)
+        out[(v, config.point_id(p))] = {"counts": counts, "seeds": seeds}
     return out
 
 
@@ -690,9 +699,17 @@ def build(
     sim_runner=None,
     progress=None,
 ) -> pd.DataFrame:
-    """The whole comparison table: the sim side (every seed of every case) and the qemu side."""
+    """The whole comparison table: the sim side (every seed of every case) and the qemu side.
+    The simulator's runs show their progress on stderr (a bar on a terminal, else a line every
+    15 s), the validation's long step."""
+    from schedlab.core.progress import Progress
+
     frames = []
-    for sc in select(cfg, scenario):
+    chosen = select(cfg, scenario)
+    bar = Progress(
+        sum(len(cases(sc)) for sc in chosen) * len(cfg["seeds"]), sys.stderr, "validation", "sim run", every_s=15
+    )
+    for sc in chosen:
         q = qemu_side(sc, data_dir, base_seed)
         if "tail" in sc["sim"]:
             # the span the mirror fills per case: the mean guest time of the real traces
@@ -700,8 +717,13 @@ def build(
             sc = dict(sc, _span_s={k: sum(v) / len(v) for k, v in spans.items() if v})
         if progress:
             progress(f"{sc['name']}: sim {len(cases(sc))} case(s) x {len(cfg['seeds'])} seed(s)")
-        s = (sim_runner or sim_side)(sc, cfg["seeds"], binary)
+        if sim_runner is None:
+            s = sim_side(sc, cfg["seeds"], binary, step=bar.step)
+        else:
+            s = sim_runner(sc, cfg["seeds"], binary)
+            bar.step(n=len(cases(sc)) * len(cfg["seeds"]), measured=False)
         frames.append(compare(sc, q, s, cfg))
+    bar.close()
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
 
 
@@ -815,7 +837,6 @@ PAPER_COLUMNS = [
     ("tickle/wake", "tickle/wake"),
     ("share", r"share, $\Delta$\,pp"),
 ]
-EXTRA = "@@not-measured@@"
 AGREE_MARK, MISS_MARK, KNOWN_MARK = r"$\checkmark$", r"$\times$", r"$\times^{\dagger}$"
 
 PAPER_CAPTION = (
@@ -892,9 +913,9 @@ def _share_row(g: pd.DataFrame):
     return sh.loc[sh["diff_pp"].abs().idxmax()]
 
 
-def _unmeasured_line(label: str, g: pd.DataFrame, sc: dict | None, every: bool) -> str:
-    """The one line of a scenario's cases without qemu records that carry the trace (`every`:
-    all of the scenario's cases, which the line then does not list)."""
+def _unmeasured_note(g: pd.DataFrame, sc: dict | None, every: bool) -> str:
+    """The note of a scenario's cases without qemu records that carry the trace, one line in
+    the table (`every`: all of the scenario's cases, which the note then does not list)."""
     from schedlab.report.tables import latex_escape as esc
 
     keys = list(dict.fromkeys(zip(g["variant"], g["point"])))
@@ -905,23 +926,23 @@ def _unmeasured_line(label: str, g: pd.DataFrame, sc: dict | None, every: bool) 
         why = f"none of its {sum(int(m.group(1)) for m in runs)} measured runs carries the trace"
     else:
         why = "; ".join(dict.fromkeys(x.removeprefix(NOT_MEASURED).strip(" ()") for x in reasons))
-    span = len(PAPER_COLUMNS) + 4
     what = "" if every else f" ({what})"
-    return rf"{label} & \multicolumn{{{span}}}{{l}}{{not measured on qemu with Xen's trace{what}: {esc(why)}}} \\"
+    return f"not measured on qemu with Xen's trace{what}: {esc(why)}"
 
 
-def paper_table(df: pd.DataFrame, cfg: dict) -> tuple[str, dict]:
-    """The paper's compact table (table.tex) and its sidecar cells: one row per measured case,
-    PAPER_COLUMNS as cells, one line per scenario for the cases not measured on qemu."""
+def paper_table(df: pd.DataFrame, cfg: dict):
+    """The paper's compact table (table.tex, a table_model.Table) and its sidecar cells: one row
+    per measured case, PAPER_COLUMNS as cells, one line per scenario for the cases not measured
+    on qemu (a row whose note spans the value columns)."""
+    from schedlab.report.table_model import Table
     from schedlab.report.tables import latex_escape as esc
-    from schedlab.report.tables import latex_table, render_tabular
 
     scs = {s["name"]: s for s in cfg["scenarios"]}
     columns = [("", "l"), ("variant", "l"), ("point", "l"), ("runs", "r")]
     columns += [(h, "l") for _, h in PAPER_COLUMNS] + [("agree", "r")]
     rows: list = []
     cells: dict = {}
-    extra: list[str] = []  # the not-measured lines, in order: multicolumn rows render_tabular cannot make
+    spans: dict[int, int] = {}  # the not-measured lines: {row: the column their note starts at}
     for name, g in df.groupby("scenario", sort=False):
         sc = scs.get(name)
         label = esc(sc["qemu"]["study"].upper()) if sc else esc(name)
@@ -949,18 +970,17 @@ def paper_table(df: pd.DataFrame, cfg: dict) -> tuple[str, dict]:
             first = False
         rest = g[g["verdict"] == NOT_MEASURED]
         if len(rest):
-            extra.append(_unmeasured_line("" if not first else label, rest, sc, first))
-            rows.append([EXTRA] + [""] * (len(columns) - 1))
-    while rows and rows[-1] is None:
-        rows.pop()
-    lines = render_tabular(columns, rows).split("\n")
-    tab = "\n".join(extra.pop(0) if ln.startswith(EXTRA) else ln for ln in lines)
+            spans[len([x for x in rows if x is not None])] = 1
+            rows.append([label if first else "", _unmeasured_note(rest, sc, first)] + [""] * (len(columns) - 2))
+    table = Table.from_rows(columns, rows, label="tab:validation")
+    table.spans = spans
     b = cfg["band"]
     caption = PAPER_CAPTION.format(
         period=f"{cfg['period_s'] * 1000:g}", conf=f"{b['confidence']:g}", lo=f"{b['ratio'][0]:g}",
         hi=f"{b['ratio'][1]:g}", pp=f"{b['share_pp']:g}", seeds=len(cfg["seeds"]), agree=AGREE_MARK,
         miss=MISS_MARK, known=KNOWN_MARK)  # fmt: skip
-    return latex_table(tab, caption, "tab:validation"), cells
+    table.caption = caption
+    return table, cells
 
 
 def write_outputs(df: pd.DataFrame, out_dir: Path, cfg: dict) -> dict[str, Path]:
@@ -968,7 +988,8 @@ def write_outputs(df: pd.DataFrame, out_dir: Path, cfg: dict) -> dict[str, Path]
     cells.json (the sidecar: every cell of the full table with its qemu runs, and where the
     paper's table shows it) and macros.tex in out_dir."""
     from schedlab.core.files import atomic_write
-    from schedlab.report.tables import latex_table, render_tabular, write_macros, write_sidecar
+    from schedlab.report.table_model import Table
+    from schedlab.report.tables import write_macros, write_sidecar
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -978,16 +999,17 @@ def write_outputs(df: pd.DataFrame, out_dir: Path, cfg: dict) -> dict[str, Path]
     caption = CAPTION.replace("[0.5, 2]", f"[{cfg['band']['ratio'][0]:g}, {cfg['band']['ratio'][1]:g}]")
     caption = caption.replace(r"$\pm$10", rf"$\pm${cfg['band']['share_pp']:g}")
     caption = caption.replace("validation/table.tex", "validation/table-full.tex")
-    full = latex_table(render_tabular(columns, rows), caption, "tab:validation-full")
-    atomic_write(out_dir / "table-full.tex", full)
-    tex, paper_cells = paper_table(df, cfg)
-    atomic_write(out_dir / "table.tex", tex)
+    full = Table.from_rows(columns, rows, None, caption, "tab:validation-full")
+    table, paper_cells = paper_table(df, cfg)
     for k, c in paper_cells.items():
         cells[k]["paper"] = {"row": c["row"], "col": c["col"], "text": c["text"]}
-    write_sidecar(
+    side = write_sidecar(
         out_dir / "cells.json",
         {"table": "validation", "file": "table-full.tex", "paper_file": "table.tex", "cells": cells},
     )
+    # each as the paper's LaTeX and the report's HTML (beside it), from one table model
+    full.write(out_dir / "table-full.tex", sidecar=side, title="The simulator against real credit1: every quantity")
+    table.write(out_dir / "table.tex", sidecar=side, title="The simulator against real credit1: the paper's table")
     write_macros(out_dir / "macros.tex", "validation", macros(df, cfg))
     return {
         k: out_dir / f

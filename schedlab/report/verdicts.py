@@ -44,14 +44,13 @@ from pathlib import Path
 
 from schedlab import config
 from schedlab.core.files import atomic_write
+from schedlab.report.table_model import Table
 from schedlab.report.tables import (
     display_title,
     fmt_bracket,
     fmt_signed,
     latex_escape,
-    latex_table,
     metric_text,
-    render_tabular,
     write_macros,
     write_sidecar,
 )
@@ -563,8 +562,8 @@ def _label(study: str) -> str:
 
 def coverage_tex(
     studies: dict[str, dict], all_testbeds: list[str], reported: list[str], pairs: set, measured: list[str]
-) -> str:
-    """Every study on every testbed the study files name: what this paper reports of it."""
+) -> Table:
+    """Every study on every testbed the study files name: what this paper reports of it (a Table)."""
     cols = [("study", "l")] + [(latex_escape(tb), "l") for tb in all_testbeds]
     rows = []
     for s, st in studies.items():
@@ -588,7 +587,7 @@ def coverage_tex(
         r"--: the study does not run there. One study on one testbed: \texttt{snakemake -c2 "
         r"paper/generated/STUDY/TESTBED-table.tex}."
     )
-    return latex_table(render_tabular(cols, rows), caption, "tab:coverage")
+    return Table.from_rows(cols, rows, None, caption, "tab:coverage")
 
 
 def setups_tex(studies: dict[str, dict], pairs: list[tuple[str, str]]) -> str:
@@ -652,18 +651,14 @@ def write(
         r"$^{\approx}$ equivalent (Holm-adjusted). Regenerate: \texttt{snakemake -c2 "
         rf"paper/generated/verdicts/table.tex}}; sidecars \texttt{{sha256:{data_hash[:16]}}}."
     )
-    atomic_write(
-        out / "table.tex",
-        latex_table(
-            r"\setlength{\tabcolsep}{3pt}\footnotesize" "\n" + render_tabular(cols, table_rows),
-            caption,
-            "tab:verdicts",
-        ),
-    )
     side = write_sidecar(
         out / "cells.json",
         {"table": "verdicts", "data_hash": data_hash, "testbeds": testbeds, "cells": cells},
     )
+    # the paper's table and the report's page of it (table.html), from one table model
+    Table.from_rows(
+        cols, table_rows, None, caption, "tab:verdicts", preamble=r"\setlength{\tabcolsep}{3pt}\footnotesize"
+    ).write(out / "table.tex", sidecar=side, title="Verdicts: each seed's claim against each testbed")
     macros = {"n": str(len(rows))}
     for tb in testbeds:
         for cat in CATEGORIES:
@@ -675,9 +670,8 @@ def write(
             macros[f"{row.claim.study}/{tb}/why"] = why
     write_macros(out / "macros.tex", "verdicts", macros)
     _write_prefixed(out / "seeds.tex", seed_macros(studies))
-    atomic_write(
-        out / "coverage.tex",
-        coverage_tex(studies, all_testbeds or testbeds, testbeds, set(pairs), measured or testbeds),
+    coverage_tex(studies, all_testbeds or testbeds, testbeds, set(pairs), measured or testbeds).write(
+        out / "coverage.tex", title="Every study on every testbed"
     )
     atomic_write(out / "setups.tex", setups_tex(studies, pairs))
     return side

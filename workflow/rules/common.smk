@@ -101,6 +101,14 @@ def run_inputs(wc):
     return inputs
 
 
+def shipped_folder(study, testbed):
+    """The folder of a study's raw records on a testbed, as one input standing for all of them
+    (`snakemake -n` lists one path, not every record): records are only ever added, each by an
+    atomic rename, which changes the folder's time, so a new record re-derives what reads it.
+    """
+    return f"{DATA}/raw/{testbed}/{study}"
+
+
 def shipped_records(study, testbed):
     """Raw records on disk for the study's current definition on `testbed` (read only)."""
     return list(_shipped_records(study, testbed))

@@ -3,8 +3,9 @@
 # figure, text macros and the sidecar mapping every cell to its runs.
 #
 # `snakemake --report report.html` shows every figure (as PNG: browsers do not all
-# show a PDF inline) and every table (as HTML made from its LaTeX); REPORT_VIEW
-# makes both right after the notebook, in the same job.
+# show a PDF inline, made by REPORT_VIEW right after the notebook, in the same job) with its
+# own caption, and every table as HTML: the notebook writes each table's LaTeX and HTML
+# from one table model (schedlab.report.table_model).
 
 
 rule notebook:
@@ -33,6 +34,8 @@ rule notebook:
             subcategory="{study}",
             labels={"study": "{study}", "testbed": "{testbed}", "format": "PNG"},
         ),
+        # the figure's caption as the paper prints it, for the report (study-figure.rst)
+        figure_caption="paper/generated/{study}/{testbed}-figure-caption.html",
         table_html=report(
             "paper/generated/{study}/{testbed}-table.html",
             caption="../report/study-table.rst",
@@ -60,8 +63,7 @@ rule notebook:
         "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
         "-p study {wildcards.study} -p testbed {wildcards.testbed} -p data_dir {params.data} "
         "-p studies_dir {params.studies_dir} -p out_dir {params.out_dir} "
-        "&& python {input.view} figure {output.figure} {output.figure_png} "
-        "&& python {input.view} table {output.table} {output.table_html} --sidecar {output.cells}; "
+        "&& python {input.view} figure {output.figure} {output.figure_png}; "
         "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
 
 
@@ -71,7 +73,6 @@ rule agreement:
         notebook="notebooks/agreement.ipynb",
         cells=lambda wc: [f"paper/generated/{s}/{tb}-cells.json" for s, tb in PAIRS],
         code=REPORT_CODE,
-        view=REPORT_VIEW,
     output:
         table="paper/generated/agreement/table.tex",
         cells="paper/generated/agreement/cells.json",
@@ -106,9 +107,7 @@ rule agreement:
         studies_dir=STUDIES_DIR,
     shell:
         "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
-        "-p testbeds {params.testbeds} -p pairs {params.pairs} -p studies_dir {params.studies_dir} "
-        "&& python {input.view} table {output.table} {output.table_html} --sidecar {output.cells} "
-        "&& python {input.view} table {output.testbeds} {output.testbeds_html} --sidecar {output.testbeds_cells}; "
+        "-p testbeds {params.testbeds} -p pairs {params.pairs} -p studies_dir {params.studies_dir}; "
         "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
 
 
@@ -131,6 +130,7 @@ rule mechanism:
         ),
         macros="paper/generated/mechanism/macros.tex",
         caption="paper/generated/mechanism/caption.tex",
+        caption_html="paper/generated/mechanism/caption.html",
         figure_png=report(
             "paper/generated/mechanism/figure.png",
             caption="../report/mechanism-figure.rst",
@@ -150,7 +150,8 @@ rule mechanism:
     shell:
         "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
         "-p studies_dir {params.studies_dir} "
-        "&& python {input.view} figure {output.figure} {output.figure_png}; "
+        "&& python {input.view} figure {output.figure} {output.figure_png} "
+        "&& python {input.view} caption {output.caption} {output.caption_html}; "
         "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
 
 
@@ -173,6 +174,7 @@ rule s1mechanism:
         ),
         macros="paper/generated/s1mechanism/macros.tex",
         caption="paper/generated/s1mechanism/caption.tex",
+        caption_html="paper/generated/s1mechanism/caption.html",
         figure_png=report(
             "paper/generated/s1mechanism/figure.png",
             caption="../report/s1mechanism-figure.rst",
@@ -193,7 +195,8 @@ rule s1mechanism:
     shell:
         "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
         "-p studies_dir {params.studies_dir} -p out_dir {params.out_dir} "
-        "&& python {input.view} figure {output.figure} {output.figure_png}; "
+        "&& python {input.view} figure {output.figure} {output.figure_png} "
+        "&& python {input.view} caption {output.caption} {output.caption_html}; "
         "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
 
 
@@ -208,9 +211,18 @@ rule report_items:
             for s, tb in PAIRS
             for f in ("figure.png", "table.html")
         ],
-        # the validation and the sensitivity notebooks' outputs (rules defined further on: a
+        # the validation, sensitivity and verdict outputs (rules defined further on: a
         # function, read once every rule is)
-        lambda wc: [*rules.validation.output, *rules.sensitivity.output],
+        lambda wc: [
+            *rules.validation.output,
+            *rules.sensitivity.output,
+            *rules.verdicts.output,
+        ],
+        # tables of the validation written as LaTeX only (a kill matrix), when present
+        lambda wc: [
+            str(p.with_suffix(".html"))
+            for p in sorted(Path("paper/generated/validation").glob("kill*.tex"))
+        ],
 
 
 # The simulator against real credit1 at the scheduler-event level (docs/validation.md):
@@ -219,10 +231,10 @@ rule validation:
     input:
         notebook="notebooks/validation.ipynb",
         scenarios="config/validation.yaml",
-        # the shipped qemu records of the scenarios' studies (a lambda: `snakemake --lint`
-        # wants no functions beside rules)
+        # the folders of the shipped qemu records of the scenarios' studies (a lambda:
+        # `snakemake --lint` wants no functions beside rules)
         records=lambda wc: [
-            p
+            shipped_folder(s, "qemu")
             for s in sorted(
                 {
                     sc["qemu"]["study"]
@@ -231,11 +243,9 @@ rule validation:
                     ]
                 }
             )
-            for p in shipped_records(s, "qemu")
         ],
         sim="sim/build/credit1sim",
         code=REPORT_CODE + ["schedlab/testbeds/sim.py"],
-        view=REPORT_VIEW,
     output:
         table="paper/generated/validation/table.tex",
         table_full="paper/generated/validation/table-full.tex",
@@ -256,8 +266,14 @@ rule validation:
             subcategory="validation",
             labels={"validation": "sim vs qemu, scheduler events", "format": "PNG"},
         ),
-        # the full table (the paper's compact one stacks each interval under its ratio in a
-        # nested tabular, which report-view does not draw; its numbers are all in this one)
+        # the paper's compact table and the full one (every quantity), each written with its HTML
+        table_html=report(
+            "paper/generated/validation/table.html",
+            caption="../report/validation-paper-table.rst",
+            category="Tables",
+            subcategory="validation",
+            labels={"validation": "the paper's table"},
+        ),
         table_full_html=report(
             "paper/generated/validation/table-full.html",
             caption="../report/validation-table.rst",
@@ -277,7 +293,34 @@ rule validation:
         data=lambda wc, output: str(Path(output.executed).parents[2]),
         out_dir=lambda wc, output: str(Path(output.table).parent),
     shell:
-        "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
-        "-p config_file {input.scenarios} -p data_dir {params.data} -p out_dir {params.out_dir} "
-        "&& python {input.view} table {output.table_full} {output.table_full_html} --sidecar {output.cells}; "
-        "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
+        # the notebook's stderr (the simulator runs' progress lines) also on the terminal: through a
+        # pipe to fd 3, never a file papermill would truncate
+        "{{ papermill --no-progress-bar --cwd . --stderr-file >(cat >&3) {input.notebook} {output.executed} "
+        "-p config_file {input.scenarios} -p data_dir {params.data} -p out_dir {params.out_dir}; "
+        "}} 3>&2 > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
+
+
+# A table of the validation that its writer leaves as LaTeX only (e.g. a kill matrix of the
+# validation's mutants, paper/generated/validation/kill-matrix.tex): its report page, read back
+# into the table model. report_items asks for it only when such a file is present.
+rule validation_extra_table:
+    input:
+        tex="paper/generated/validation/{name}.tex",
+        code=REPORT_CODE,
+        view=REPORT_VIEW,
+    output:
+        report(
+            "paper/generated/validation/{name}.html",
+            caption="../report/validation-extra-table.rst",
+            category="Tables",
+            subcategory="validation",
+            labels={"validation": "{name}"},
+        ),
+    log:
+        f"{DATA}/logs/notebooks/validation-{{name}}.log",
+    wildcard_constraints:
+        name="kill[-_a-z0-9]*",
+    conda:
+        "../../environment.yml"
+    shell:
+        "python {input.view} table {input.tex} {output} > {log} 2>&1 || {{ cat {log}; exit 1; }}"

@@ -109,7 +109,7 @@ rule run_study:
 rule dataset_study:
     input:
         study=f"{STUDIES_DIR}/{{study}}.yaml",
-        records=lambda wc: shipped_records(wc.study, wc.testbed),
+        records=lambda wc: shipped_folder(wc.study, wc.testbed),
     output:
         f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
     log:

@@ -6,8 +6,8 @@
 # output); its output is the manifest of the runs of each setting. Records of an unchanged
 # setting, study file and simulator are reused, so a rerun only reads them.
 # sensitivity: the notebook, from the manifests and their records (it never runs the sim):
-# a tornado chart per study, the robustness table, its sidecar and macros; the charts and the
-# table (as HTML, REPORT_VIEW) are in `snakemake --report`.
+# a tornado chart per study, the robustness table (LaTeX and HTML from one table model), its
+# sidecar and macros; the charts and the table are in `snakemake --report`.
 
 
 SENS_CONFIG = "config/sensitivity.yaml"
@@ -39,7 +39,7 @@ rule sensitivity_sweep:
         studies_dir=lambda wc, input: str(Path(input.study).parent),
     shell:
         "python -m schedlab.report.sensitivity run --config {input.config} --studies-dir {params.studies_dir} "
-        "--study {wildcards.study} --seed {params.seed} --data {params.data} --jobs {threads} > {log} 2>&1"
+        "--study {wildcards.study} --seed {params.seed} --data {params.data} --jobs {threads} > {log}"
 
 
 rule sensitivity:
@@ -49,7 +49,6 @@ rule sensitivity:
         studies=[f"{STUDIES_DIR}/{s}.yaml" for s in SENS_STUDIES],
         manifests=[f"{DATA}/runs/sensitivity/{s}.json" for s in SENS_STUDIES],
         code=REPORT_CODE,
-        view=REPORT_VIEW,
     output:
         table="paper/generated/sensitivity/table.tex",
         cells="paper/generated/sensitivity/cells.json",
@@ -87,6 +86,5 @@ rule sensitivity:
     shell:
         "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
         "-p config_path {input.config} -p data_dir {params.data} -p studies_dir {params.studies_dir} "
-        "-p out_dir {params.out_dir} "
-        "&& python {input.view} table {output.table} {output.table_html} --sidecar {output.cells}; "
+        "-p out_dir {params.out_dir}; "
         "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"

@@ -16,6 +16,21 @@ rule verdicts:
         seeds="paper/generated/verdicts/seeds.tex",
         coverage="paper/generated/verdicts/coverage.tex",
         setups="paper/generated/verdicts/setups.tex",
+        # the report's pages of the two tables (LaTeX and HTML from one table model)
+        table_html=report(
+            "paper/generated/verdicts/table.html",
+            caption="../report/verdicts-table.rst",
+            category="Tables",
+            subcategory="verdicts",
+            labels={"verdicts": "each seed's claim on each testbed"},
+        ),
+        coverage_html=report(
+            "paper/generated/verdicts/coverage.html",
+            caption="../report/verdicts-coverage.rst",
+            category="Tables",
+            subcategory="verdicts",
+            labels={"verdicts": "every study on every testbed"},
+        ),
     log:
         f"{DATA}/logs/verdicts.log",
     conda:

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from schedlab.config import SCHEMAS, canonical, sha256
+from schedlab.core import inputs
 
 FORMAT = "schedlab-run/1"
 TMP_PREFIX = ".tmp-"
@@ -247,11 +248,13 @@ def write_record(folder: Path, record: dict) -> Path:
 
 
 def read_record(path: Path) -> dict:
+    """A record through the one input reader: a regular file in its folder (no link out of
+    it, no FIFO), bounded, strict JSON without duplicate keys, not nested too deeply."""
     path = Path(path)
     try:
-        rec = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RecordError(f"{path}: unreadable: {e}") from None
+        rec = inputs.load_json(inputs.read_input(path, inputs.MAX_RECORD_BYTES), str(path))
+    except inputs.InputError as e:
+        raise RecordError(str(e)) from None
     if not isinstance(rec, dict):
         raise RecordError(f"{path}: not a JSON object")
     return rec
@@ -306,7 +309,10 @@ def check_record(path: Path, rec: dict, validator=None) -> list[str]:
     if rec.get("run_id") and path.name not in (f"{rec['run_id']}.json",):
         problems.append(f"file name does not match run_id {rec['run_id']!r}")
     problems += _run_id_problems(rec)
-    return problems
+    from schedlab import integrity  # the record against itself, its plan and its study
+
+    problems += integrity.problems(rec)
+    return [inputs.one_line(p) for p in problems]
 
 
 SENSITIVITY_DIR = "sensitivity"  # raw/sensitivity/STUDY/: sim runs of the sensitivity sweep

@@ -233,7 +233,14 @@ class PointRunner:
             if missing:
                 raise RunFailed(f"testbed {self.testbed_name} returned no value for metric(s) {', '.join(missing)}")
             rec = {**base, "run_id": run_id, "attempt": attempt, **ok_fields(result, started, t0)}
-            store.write_record(self.folder, rec)
+            try:
+                store.write_record(self.folder, rec)
+            except store.RecordExists:  # a concurrent run-study landed this run first: reuse its record
+                theirs = store.read_record(path)
+                if store.check_record(path, theirs):
+                    raise
+                print(f"{tag}: recorded meanwhile by another process; reusing {path.name}", file=self.log, flush=True)
+                return theirs
             shown = ", ".join(f"{k}={v:.6g}" for k, v in rec["metrics"].items())
             print(f"{tag}: {shown} ({rec['duration_s']:.2f} s)", file=self.log, flush=True)
             return store.read_record(path)

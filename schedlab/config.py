@@ -123,6 +123,9 @@ def validate(data: Any, schema_name: str, path: Path, node: yaml.Node | None = N
                 extra = [k for k in e.instance if k not in e.schema.get("properties", {})]
                 if extra:
                     p = p + [extra[0]]
+            elif e.validator == "enum" and "propertyNames" in e.schema_path:  # a key not in the list
+                p = p + [e.instance]
+            p = list(_chosen(e).absolute_path) if e.validator in ("anyOf", "oneOf") else p
             line = _line_of(node, p)
             loc = f"{path}:{line}" if line else str(path)
             lines.append(f"{loc}: field {_field(p)}: {_short(e)}")
@@ -138,19 +141,44 @@ def _types(e) -> list:
     return [e.validator_value] if e.validator == "type" else [t for c in e.context for t in _types(c)]
 
 
+def _fits(e) -> list:
+    """The errors of an anyOf/oneOf's alternatives that accept the value's type (an
+    alternative that also says the value has the wrong type does not fit)."""
+    alts: dict = {}
+    for c in e.context:
+        alts.setdefault(c.relative_schema_path[0], []).append(c)
+    return [
+        c
+        for errs in alts.values()
+        if not any(_wrong_type(x) and not x.relative_path for x in errs)
+        for c in errs
+        if not _wrong_type(c)
+    ]
+
+
+def _chosen(e):
+    """The error that says what is wrong: for an anyOf/oneOf, the one of the alternative
+    that fits the value's type (deepest first: `dist: cauchy` rather than the distribution)."""
+    while e.validator in ("anyOf", "oneOf") and e.context:
+        fits = _fits(e)
+        if not fits:
+            break
+        e = min(fits, key=lambda c: len(c.relative_path)) if len(fits) > 1 else fits[0]
+    return e
+
+
 def _short(e) -> str:
     if e.validator in ("anyOf", "oneOf") and e.context:
         # the alternative for the value's type says what is wrong, else name the types allowed
-        fits = [c for c in e.context if not _wrong_type(c)]
-        if fits:
-            return _short(min(fits, key=lambda c: len(c.relative_path)))
+        if _fits(e):
+            return _short(_chosen(e))
         types = dict.fromkeys(str(t) for c in e.context for t in _types(c))
         return f"{e.instance!r} is not of type {' or '.join(map(repr, types))}"
     if e.validator == "not":
         return f"{e.instance!r} is not allowed ({e.schema.get('description', 'a forbidden form')})"
     if e.validator == "pattern":
         return f"{e.instance!r} is not allowed (must match {e.validator_value}; {e.schema.get('description', 'no special characters')})"
-    if e.validator == "additionalProperties":
+    if e.validator == "additionalProperties" or (e.validator == "enum" and "propertyNames" in e.schema_path):
         return "unknown field"
     return e.message
 
@@ -243,6 +271,9 @@ def load_study(name_or_path: str | Path) -> dict:
         raise ConfigError(f"{path}: empty study file")
     validate(data, "study", path, node)
     _semantic_checks(data, path, node)
+    from schedlab import settings  # testbed options and simulator settings, by their own schema
+
+    settings.check(data, path, node)
     # run definitions are hashed as JSON: free-form sections must not hold dates, sets, mixed keys
     bad = _not_json(data, [])
     if bad:

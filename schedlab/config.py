@@ -207,6 +207,19 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
                 f"sets no xen.sched_credit {', '.join(missing)} that other variants set at run time "
                 "(a shared boot would keep the previous run's value)",
             )
+    # a point's id is its values as text: 1 and "1" would be two points with one id (one record name)
+    for where, axes in [(["axes"], study["axes"])] + [
+        (["testbeds", tb, "axes"], over["axes"]) for tb, over in study["testbeds"].items() if "axes" in over
+    ]:
+        for axis, values in axes.items():
+            seen: dict = {}
+            for j, v in enumerate(values):
+                if str(v) in seen:
+                    fail(
+                        [*where, axis, j],
+                        f"{v!r} has the point id of {values[seen[str(v)]]!r} (values are unique as text)",
+                    )
+                seen[str(v)] = j
     for i, m in enumerate(study["metrics"]):
         for axis, want in (m.get("when") or {}).items():
             if axis not in study["axes"]:

@@ -112,6 +112,14 @@ def pytest_terminal_summary(terminalreporter):
     those of issue 34 apart."""
     from collections import Counter
 
+    props = sys.modules.get("test_hostile_properties")
+    if props is not None and props.EXAMPLES:
+        terminalreporter.write_line(
+            f"hostile properties: {sum(props.EXAMPLES.values())} hypothesis examples in "
+            f"{sum(props.SECONDS.values()):.0f} s ("
+            + ", ".join(f"{k} {n} in {props.SECONDS[k]:.0f} s" for k, n in props.EXAMPLES.items())
+            + ")"
+        )
     outcomes = getattr(sys.modules.get("test_bad_input"), "OUTCOMES", None)
     if not outcomes:
         return

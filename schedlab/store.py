@@ -352,7 +352,7 @@ def verify(data_dir: Path) -> dict[str, list[str]]:
             problems[str(path)] = [str(e).split(": ", 1)[1]]
             continue
         p = check_record(path, rec, validator) + _location_problems(root, path, rec)
-        if rec.get("status") == "ok" and "run_key" in rec:
+        if rec.get("status") == "ok" and isinstance(rec.get("run_key"), str):
             # the sweep's shipped setting repeats the study's own sim runs, by design
             key = (path.relative_to(root).parts[0] == SENSITIVITY_DIR, rec["run_key"])
             if key in seen:

@@ -117,7 +117,10 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"hostile properties: {sum(props.EXAMPLES.values())} hypothesis examples in "
             f"{sum(props.SECONDS.values()):.0f} s ("
-            + ", ".join(f"{k} {n} in {props.SECONDS[k]:.0f} s" for k, n in props.EXAMPLES.items())
+            + ", ".join(
+                f"{k} {n} in {props.SECONDS[k]:.0f} s, {props.ACCEPTED.get(k, 0)} accepted"
+                for k, n in props.EXAMPLES.items()
+            )
             + ")"
         )
     outcomes = getattr(sys.modules.get("test_bad_input"), "OUTCOMES", None)

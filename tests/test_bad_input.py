@@ -1274,6 +1274,7 @@ record34("metric-missing", lambda r: r["metrics"].pop("latency_us"), "field metr
 record34("int-10e400", lambda r: r["counters"].update(huge=10**400), "field counters.huge", "64 bits")
 record34("finished-before-started", lambda r: r.update(finished="2000-01-01T00:00:00+00:00"), "field finished")
 record34("seed-changed", lambda r: r.update(seed=r["seed"] + 1), "field seed")
+record34("run-key-list", lambda r: r.update(run_key=[]), "field run_key")  # found by test_hostile_properties
 _dup = SHIPPED.read_text().replace('\n "attempt": 1,', '\n "attempt": 1,\n "attempt": 2,', 1)
 record34("duplicate-key", None, "duplicate key 'attempt'", body=_dup)
 _deep = "[" * 100000

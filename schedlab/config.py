@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from schedlab.core import inputs
+from schedlab.core import inputs, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "workflow" / "schemas"
@@ -284,9 +284,10 @@ def load_study(name_or_path: str | Path) -> dict:
         raise ConfigError(f"{path}: empty study file")
     validate(data, "study", path, node)
     _semantic_checks(data, path, node)
-    from schedlab import settings  # testbed options and simulator settings, by their own schema
-
-    settings.check(data, path, node)
+    # testbed options and simulator settings, by their own schema (schedlab/core/settings.py)
+    validate(data, "settings", path, node)
+    for field_path, msg in settings.problems(data, _schema("settings"))[:1]:
+        raise ConfigError(f"{path}:{_line_of(node, field_path)}: field {_field(field_path)}: {msg}")
     # run definitions are hashed as JSON: free-form sections must not hold dates, sets, mixed keys
     bad = _not_json(data, [])
     if bad:

@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from schedlab import integrity
 from schedlab.config import SCHEMAS, canonical, sha256
 from schedlab.core import inputs
 
@@ -309,9 +310,7 @@ def check_record(path: Path, rec: dict, validator=None) -> list[str]:
     if rec.get("run_id") and path.name not in (f"{rec['run_id']}.json",):
         problems.append(f"file name does not match run_id {rec['run_id']!r}")
     problems += _run_id_problems(rec)
-    from schedlab import integrity  # the record against itself, its plan and its study
-
-    problems += integrity.problems(rec)
+    problems += integrity.problems(rec, run_key_of)  # the record against itself, its plan and its study
     return [inputs.one_line(p) for p in problems]
 
 

@@ -209,31 +209,20 @@ def test_mutated_study_files(data):
     _count("study files", t0)
 
 
+@pytest.mark.parametrize("which", ["config", "inventory"])
 @settings(COMMON, max_examples=300)
-@given(st.data())
-def test_mutated_config(data):
+@given(data=st.data())
+def test_mutated_config_and_inventory(which, data):
     t0 = time.monotonic()
-    text = data.draw(text_mutation(CONFIG.read_text()))
+    original = CONFIG if which == "config" else LAB
+    text = data.draw(text_mutation(original.read_text()))
     with tempfile.TemporaryDirectory() as tmp:
-        f = Path(tmp) / "config.yaml"
+        f = Path(tmp) / original.name
         f.write_bytes(text)
-        _holds(*_cli(["validate", "--config", str(f), "--lab", str(LAB), str(STUDY / "s1.yaml")], Path(tmp)), "config")
-    _count("config", t0)
-
-
-@settings(COMMON, max_examples=300)
-@given(st.data())
-def test_mutated_inventory(data):
-    t0 = time.monotonic()
-    text = data.draw(text_mutation(LAB.read_text()))
-    with tempfile.TemporaryDirectory() as tmp:
-        f = Path(tmp) / "lab.yaml"
-        f.write_bytes(text)
-        _holds(
-            *_cli(["validate", "--config", str(CONFIG), "--lab", str(f), str(STUDY / "s1.yaml")], Path(tmp)),
-            "inventory",
-        )
-    _count("inventory", t0)
+        files = {"config": CONFIG, "inventory": LAB, which: f}
+        argv = ["validate", "--config", str(files["config"]), "--lab", str(files["inventory"]), str(STUDY / "s1.yaml")]
+        _holds(*_cli(argv, Path(tmp)), which)
+    _count(which, t0)
 
 
 JSON = st.recursive(

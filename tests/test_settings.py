@@ -15,7 +15,8 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from schedlab import config, settings, workloads
+from schedlab import config, workloads
+from schedlab.core import settings
 from schedlab.testbeds import lab, qemu_host, sim
 
 SCHEMA = config._schema("settings")
@@ -39,7 +40,7 @@ def test_option_keys_and_defaults_are_the_testbeds(testbed, defaults):
     assert set(props) == set(defaults)
     if testbed != "sim":
         assert sorted(DEFS[f"{testbed}_options"]["propertyNames"]["enum"]) == sorted(defaults)
-    assert settings.defaults(testbed) == defaults
+    assert settings.defaults(testbed, SCHEMA) == defaults
 
 
 def test_workload_options_are_the_workloads():
@@ -48,7 +49,7 @@ def test_workload_options_are_the_workloads():
 
 def test_every_default_passes_its_schema():
     for tb in ("qemu", "lab"):
-        config.validate({"testbeds": {tb: {"options": settings.defaults(tb)}}}, "settings", ROOT / "x.yaml")
+        config.validate({"testbeds": {tb: {"options": settings.defaults(tb, SCHEMA)}}}, "settings", ROOT / "x.yaml")
 
 
 def _c_list(name: str) -> list[str]:

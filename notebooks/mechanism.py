@@ -38,7 +38,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from schedlab.report.notebook import mechanism_setup
-from schedlab.report.tables import write_macros
+from schedlab.report.tables import latex_escape, write_macros
 from schedlab.testbeds import sim
 
 study, out = mechanism_setup("s0", studies_dir, out_dir)
@@ -160,9 +160,9 @@ trace_hash = hashlib.sha256("".join(f"{k} {r['sha256']}\n" for k, r in runs.item
 rl = sc0["xen"].get("ratelimit_us", 1000)
 rl_text = "ratelimit off" if not rl else f"ratelimit {rl}\\,us"
 lock_text = {"queued-yield": "queued (FIFO)", "spin-yield": "test-and-set", "ticket": "ticket", "pv-ticket": "PV ticket",
-             "tas": "test-and-set"}.get(lock["type"], lock["type"])
+             "tas": "test-and-set"}.get(lock["type"], latex_escape(lock["type"]))
 why = {"grantee": "a waiter the FIFO lock was handed to", "holder": "the lock holder"}[gap["why"]]
-var_text = "; ".join(f"({chr(97 + i)}) {r['label']}: {stats[k]['spin_ms']:.1f} ms spinning, "
+var_text = "; ".join(f"({chr(97 + i)}) {latex_escape(r['label'])}: {stats[k]['spin_ms']:.1f} ms spinning, "
                      f"{stats[k]['yield']} yields, {stats[k]['poll']} polls, {stats[k]['kick']} kicks"
                      for i, (k, r) in enumerate(runs.items()))
 caption = (

@@ -38,7 +38,7 @@ from matplotlib.patches import Patch
 
 from schedlab import config
 from schedlab.report.notebook import mechanism_setup
-from schedlab.report.tables import write_macros
+from schedlab.report.tables import latex_escape, write_macros
 from schedlab.testbeds import sim
 
 study, out = mechanism_setup("s1", studies_dir, out_dir)
@@ -206,7 +206,7 @@ wl = study["sim_workload"]
 ncpu = sc0["host"]["sockets"] * sc0["host"]["cores_per_socket"] * sc0["host"].get("threads_per_core", 1)
 rl = sc0["xen"].get("ratelimit_us", 1000)
 var_text = "; ".join(
-    f"({chr(97 + i)}) {r['label']}: {stats[k]['kickaways']} kick-aways, {stats[k]['mboosts']} BOOSTs on a "
+    f"({chr(97 + i)}) {latex_escape(r['label'])}: {stats[k]['kickaways']} kick-aways, {stats[k]['mboosts']} BOOSTs on a "
     f"migration re-wake, {stats[k]['tickled']} of the I/O vCPU's {stats[k]['wakes']} wakes tickle its pCPU at once, "
     f"{stats[k]['wait_ms']:.1f}\\,ms waiting in all (mean {stats[k]['meanwait_ms']:.2f}\\,ms, longest "
     f"{stats[k]['maxwait_ms']:.2f}\\,ms)"

@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 from schedlab import config
+from schedlab.core.inputs import InputError, one_line
 
 
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line (argparse prints the whole usage first)."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {one_line(' '.join(message.split()))} (see {self.prog} --help)\n")
 
 
 def _schema_bounds(prop: str) -> tuple[int | None, int | None]:
@@ -177,18 +178,24 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         return globals()[f"cmd_{args.cmd.replace('-', '_')}"](args)
-    except config.ConfigError as e:
+    except (config.ConfigError, InputError) as e:
         lines = str(e).strip().splitlines() or ["?"]
         more = f" (and {len(lines) - 1} more problem(s))" if len(lines) > 1 else ""
-        print(f"schedlab {args.cmd}: {lines[0]}{more}", file=sys.stderr)
+        print(f"schedlab {args.cmd}: {one_line(lines[0])}{more}", file=sys.stderr)
         return 2
+    except RecursionError:  # a reader without its own limit met a deeply nested input
+        print(f"schedlab {args.cmd}: an input is nested too deeply to read", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"schedlab {args.cmd}: out of memory (an input too large?)", file=sys.stderr)
+        return 1
     except OSError as e:
         import traceback
 
         if e.filename is None and traceback.extract_tb(e.__traceback__)[-1].filename == __file__:
             raise  # a print here: standard output (e.g. on a full disk); cli.main says so
         out = getattr(args, "out", None)
-        print(f"schedlab {args.cmd}: {describe_oserror(e, f'--out {out}' if out else None)}", file=sys.stderr)
+        print(f"schedlab {args.cmd}: {one_line(describe_oserror(e, f'--out {out}' if out else None))}", file=sys.stderr)
         return 1
     except Exception as e:  # one clear line, not a traceback, for the expected failures
         from schedlab.core.testbed import RunFailed
@@ -196,7 +203,7 @@ def main(argv: list[str]) -> int:
 
         if isinstance(e, (RecordError, RunFailed, KeyError)):
             text = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-            print(f"schedlab {args.cmd}: {' | '.join(l for l in str(text).splitlines() if l.strip())}", file=sys.stderr)
+            print(f"schedlab {args.cmd}: {one_line(text)}", file=sys.stderr)
             return 1
         raise
 
@@ -215,6 +222,8 @@ def describe_oserror(e: OSError, what: str | None = None) -> str:
 
 def _out_dir(out: str) -> Path:
     """--out: a folder, or a place one can be made (not a regular file, not under one)."""
+    if not out:
+        raise config.ConfigError("--out: empty path (name the data folder, e.g. --out data)")
     p = Path(out)
     for q in (p, *p.parents):
         if q.exists():
@@ -222,6 +231,28 @@ def _out_dir(out: str) -> Path:
                 raise config.ConfigError(f"--out {out}: {q} is not a directory")
             break
     return p
+
+
+def _is_manifest(raw: bytes) -> bool:
+    """Whether a file is a manifest schedlab wrote (a study's or a point's)."""
+    import json
+
+    try:
+        m = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    keys = set(m) if isinstance(m, dict) else set()
+    return {"study", "testbed", "points"} <= keys or {"study", "testbed", "point_id", "definition_hash", "runs"} <= keys
+
+
+def _manifest(args, out: Path) -> Path | None:
+    """--manifest: a new path or an earlier manifest, never in a raw data folder."""
+    if args.manifest is None:
+        return None
+    from schedlab.core.files import check_output
+
+    raw = [out / "raw", config.ROOT / "data" / "raw"]
+    return check_output(args.manifest, "--manifest", never_under=raw, is_own=_is_manifest)
 
 
 def _testbed(args):
@@ -254,6 +285,7 @@ def cmd_run(args) -> int:
             f"(known: {', '.join(study['variants'])})"
         )
     out, seed = _out_dir(args.out), _base_seed(args)
+    manifest = _manifest(args, out)
     tb = _testbed(args)
     try:
         PointRunner(
@@ -266,7 +298,7 @@ def cmd_run(args) -> int:
             runs=args.reps,
             testbed=tb,
             exploratory=args.exploratory,
-        ).run(manifest=Path(args.manifest) if args.manifest else None)
+        ).run(manifest=manifest)
     finally:
         tb.close()
     return 0
@@ -278,6 +310,7 @@ def cmd_run_study(args) -> int:
     study = config.load_study(args.study)
     config.testbed_settings(study, args.testbed)
     out, seed = _out_dir(args.out), _base_seed(args)
+    manifest = _manifest(args, out)
     tb = _testbed(args)
     points_dir = out / "runs" / args.testbed / study["study"]
     unknown = sorted(set(args.variant) - set(study["variants"]))
@@ -298,8 +331,8 @@ def cmd_run_study(args) -> int:
         )
     finally:
         tb.close()
-    if args.manifest:
-        gather([points_dir / v / f"{pid}.json" for v, pid in entries], Path(args.manifest))
+    if manifest:
+        gather([points_dir / v / f"{pid}.json" for v, pid in entries], manifest)
     return 0
 
 
@@ -308,7 +341,8 @@ def cmd_dataset(args) -> int:
 
     study = config.load_study(args.study)
     config.testbed_settings(study, args.testbed)
-    res = dataset(study, args.testbed, _out_dir(args.out), _base_seed(args), Path(args.manifest))
+    out = _out_dir(args.out)
+    res = dataset(study, args.testbed, out, _base_seed(args), _manifest(args, out))
     print(
         f"{study['study']}/{args.testbed}: {res['runs']} runs at {res['points']} (variant, point)s from the "
         f"records; {len(res['missing'])} incomplete, {res['failed']} failed-run records not used, "

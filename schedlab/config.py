@@ -11,12 +11,13 @@ import functools
 import hashlib
 import itertools
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from schedlab.core import inputs, settings
 
 
 def _project_root() -> Path:
@@ -71,119 +72,18 @@ def _field(path) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
-class Loader(yaml.SafeLoader):
-    """The one YAML loader of the study files, config/config.yaml and the lab inventory:
-    PyYAML's SafeLoader, but a duplicate key or a non-finite number is an error (with
-    its line) instead of the last key silently winning or a NaN axis value. load_yaml
-    parses with libyaml first (FastLoader: every Snakemake start reads the study files)
-    and with this one only to word an error (libyaml's messages say less)."""
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen: dict = {}
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` merges may override
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    first = seen.get(key)
-                    seen.setdefault(key, key_node.start_mark.line + 1)
-                except TypeError:
-                    continue  # unhashable: SafeLoader says so
-                if first is not None:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (first on line {first})", key_node.start_mark
-                    )
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_yaml_float(self, node):
-        value = super().construct_yaml_float(node)
-        if not math.isfinite(value):
-            raise yaml.constructor.ConstructorError(
-                None, None, f"{node.value!r} is not a finite number", node.start_mark
-            )
-        return value
-
-
-Loader.add_constructor("tag:yaml.org,2002:float", Loader.construct_yaml_float)
-if getattr(yaml, "__with_libyaml__", False):
-
-    class FastLoader(yaml.cyaml.CParser, Loader):
-        """Loader's checks on libyaml's parser (CParser first in the MRO)."""
-
-        def __init__(self, stream):
-            yaml.cyaml.CParser.__init__(self, stream)
-            yaml.constructor.SafeConstructor.__init__(self)
-            yaml.resolver.Resolver.__init__(self)
-
-else:  # PyYAML without libyaml
-    FastLoader = Loader
-
-
-MAX_DEPTH = 100  # nesting of mappings and lists; the study files need under 10
-
-
-def _depth(node: yaml.Node | None) -> int:
-    """How deeply a node tree nests (iteratively: the tree may be deeper than the stack)."""
-    deepest, todo = 0, [(node, 1)] if node is not None else []
-    while todo:
-        n, d = todo.pop()
-        deepest = max(deepest, d)
-        if deepest > MAX_DEPTH:
-            break
-        if isinstance(n, yaml.MappingNode):
-            todo += [(x, d + 1) for kv in n.value for x in kv]
-        elif isinstance(n, yaml.SequenceNode):
-            todo += [(x, d + 1) for x in n.value]
-    return deepest
+# The one YAML reader (YAML 1.2 numbers, duplicate keys, alias and depth limits, bounded
+# regular files): schedlab.core.inputs; its problems are ConfigErrors here.
+Loader, FastLoader, MAX_DEPTH = inputs.Loader, inputs.FastLoader, inputs.MAX_DEPTH
 
 
 def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     """(data, root node) of a YAML file; every problem is a one-line ConfigError naming the
     file and, where there is one, the line."""
-    path = Path(path)
     try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})") from None
-    if FastLoader is not Loader:
-        fast = None
-        try:
-            fast = FastLoader(text)
-            node = fast.get_single_node()
-            if _depth(node) > MAX_DEPTH:  # libyaml has no recursion limit; what reads it has
-                raise ConfigError(f"{path}: not valid YAML: nested too deeply")
-            return (fast.construct_document(node) if node is not None else None), node
-        except (yaml.YAMLError, RecursionError):
-            pass  # parsed again below, for PyYAML's wording of the problem
-        finally:
-            if fast is not None:
-                fast.dispose()
-    loader = None
-    try:
-        loader = Loader(text)
-        node = loader.get_single_node()
-        return (loader.construct_document(node) if node is not None else None), node
-    except yaml.reader.ReaderError as e:
-        line = text.count("\n", 0, e.position) + 1
-        ch = e.character if isinstance(e.character, int) else ord(e.character)
-        raise ConfigError(f"{path}:{line}: not valid YAML: {e.reason} (character U+{ch:04X})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        problem = ", ".join(str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
-        problem = " ".join((problem or str(e)).split())
-        raise ConfigError(f"{path}{where}: not valid YAML: {problem}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: not valid YAML: nested too deeply") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
+        return inputs.load_yaml(path)
+    except inputs.InputError as e:
+        raise ConfigError(str(e)) from None
 
 
 @functools.cache
@@ -213,11 +113,21 @@ def _pattern(validator, pattern, instance, schema):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+def _strict_integer(checker, instance) -> bool:
+    """JSON Schema's integer includes 10.0; a count, a port or a seed written 10.0 (or
+    `!!float 10`) is a mistake that would reach range() as a float: only ints are integers."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 @functools.cache
 def _validator_class():
     from jsonschema import Draft202012Validator, validators
 
-    return validators.extend(Draft202012Validator, {"pattern": _pattern})
+    return validators.extend(
+        Draft202012Validator,
+        {"pattern": _pattern},
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
+    )
 
 
 def validate(data: Any, schema_name: str, path: Path, node: yaml.Node | None = None) -> None:
@@ -232,6 +142,9 @@ def validate(data: Any, schema_name: str, path: Path, node: yaml.Node | None = N
                 extra = [k for k in e.instance if k not in e.schema.get("properties", {})]
                 if extra:
                     p = p + [extra[0]]
+            elif e.validator == "enum" and "propertyNames" in e.schema_path:  # a key not in the list
+                p = p + [e.instance]
+            p = list(_chosen(e).absolute_path) if e.validator in ("anyOf", "oneOf") else p
             line = _line_of(node, p)
             loc = f"{path}:{line}" if line else str(path)
             lines.append(f"{loc}: field {_field(p)}: {_short(e)}")
@@ -247,19 +160,44 @@ def _types(e) -> list:
     return [e.validator_value] if e.validator == "type" else [t for c in e.context for t in _types(c)]
 
 
+def _fits(e) -> list:
+    """The errors of an anyOf/oneOf's alternatives that accept the value's type (an
+    alternative that also says the value has the wrong type does not fit)."""
+    alts: dict = {}
+    for c in e.context:
+        alts.setdefault(c.relative_schema_path[0], []).append(c)
+    return [
+        c
+        for errs in alts.values()
+        if not any(_wrong_type(x) and not x.relative_path for x in errs)
+        for c in errs
+        if not _wrong_type(c)
+    ]
+
+
+def _chosen(e):
+    """The error that says what is wrong: for an anyOf/oneOf, the one of the alternative
+    that fits the value's type (deepest first: `dist: cauchy` rather than the distribution)."""
+    while e.validator in ("anyOf", "oneOf") and e.context:
+        fits = _fits(e)
+        if not fits:
+            break
+        e = min(fits, key=lambda c: len(c.relative_path)) if len(fits) > 1 else fits[0]
+    return e
+
+
 def _short(e) -> str:
     if e.validator in ("anyOf", "oneOf") and e.context:
         # the alternative for the value's type says what is wrong, else name the types allowed
-        fits = [c for c in e.context if not _wrong_type(c)]
-        if fits:
-            return _short(min(fits, key=lambda c: len(c.relative_path)))
+        if _fits(e):
+            return _short(_chosen(e))
         types = dict.fromkeys(str(t) for c in e.context for t in _types(c))
         return f"{e.instance!r} is not of type {' or '.join(map(repr, types))}"
     if e.validator == "not":
         return f"{e.instance!r} is not allowed ({e.schema.get('description', 'a forbidden form')})"
     if e.validator == "pattern":
         return f"{e.instance!r} is not allowed (must match {e.validator_value}; {e.schema.get('description', 'no special characters')})"
-    if e.validator == "additionalProperties":
+    if e.validator == "additionalProperties" or (e.validator == "enum" and "propertyNames" in e.schema_path):
         return "unknown field"
     return e.message
 
@@ -288,6 +226,19 @@ def _semantic_checks(study: dict, path: Path, node) -> None:
                 f"sets no xen.sched_credit {', '.join(missing)} that other variants set at run time "
                 "(a shared boot would keep the previous run's value)",
             )
+    # a point's id is its values as text: 1 and "1" would be two points with one id (one record name)
+    for where, axes in [(["axes"], study["axes"])] + [
+        (["testbeds", tb, "axes"], over["axes"]) for tb, over in study["testbeds"].items() if "axes" in over
+    ]:
+        for axis, values in axes.items():
+            seen: dict = {}
+            for j, v in enumerate(values):
+                if str(v) in seen:
+                    fail(
+                        [*where, axis, j],
+                        f"{v!r} has the point id of {values[seen[str(v)]]!r} (values are unique as text)",
+                    )
+                seen[str(v)] = j
     for i, m in enumerate(study["metrics"]):
         for axis, want in (m.get("when") or {}).items():
             if axis not in study["axes"]:
@@ -408,6 +359,10 @@ def load_study(name_or_path: str | Path) -> dict:
         raise ConfigError(f"{path}: empty study file")
     validate(data, "study", path, node)
     _semantic_checks(data, path, node)
+    # testbed options and simulator settings, by their own schema (schedlab/core/settings.py)
+    validate(data, "settings", path, node)
+    for field_path, msg in settings.problems(data, _schema("settings"))[:1]:
+        raise ConfigError(f"{path}:{_line_of(node, field_path)}: field {_field(field_path)}: {msg}")
     # run definitions are hashed as JSON: free-form sections must not hold dates, sets, mixed keys
     bad = _not_json(data, [])
     if bad:
@@ -481,7 +436,10 @@ def claim_decisions(study: dict) -> dict | None:
         if q["direction"] == "equivalent":
             q.setdefault("equivalent_within_pct", margin)
         parts.append(q)
-    return {"parts": parts, "untestable": sorted(claim.get("untestable") or {}), "control": claim.get("control")}
+    out = {"parts": parts, "untestable": sorted(claim.get("untestable") or {})}
+    if claim.get("control"):  # only where set, so the designs of claims without one keep their hash
+        out["control"] = claim["control"]
+    return out
 
 
 def design(study: dict, testbed: str) -> dict:

@@ -55,8 +55,8 @@ def _current(data_dir: Path, study: dict, testbed: str) -> list[tuple[Path, dict
     out: list[tuple[Path, dict | None]] = []
     for path in store.iter_records(folder) if folder.is_dir() else []:
         try:
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
+            rec = store.read_record(path)
+        except store.RecordError:
             out.append((path, None))
             continue
         if isinstance(rec, dict) and rec.get("definition_hash") in want:

@@ -356,7 +356,14 @@ class PointRunner:
                 rec["boot_id"] = boot
                 # the tree may have changed while the run ran: then it is not confirmatory
                 rec["provenance"] = {**rec["provenance"], **_worst(base["provenance"], repo_state(fresh=True))}
-            store.write_record(self.folder, rec)
+            try:
+                store.write_record(self.folder, rec)
+            except store.RecordExists:  # a concurrent run-study landed this run first: reuse its record
+                theirs = store.read_record(path)
+                if store.check_record(path, theirs):
+                    raise
+                print(f"{tag}: recorded meanwhile by another process; reusing {path.name}", file=self.log, flush=True)
+                return theirs
             shown = ", ".join(f"{k}={v:.6g}" for k, v in rec["metrics"].items())
             print(f"{tag}: {shown} ({rec['duration_s']:.2f} s)", file=self.log, flush=True)
             return store.read_record(path)

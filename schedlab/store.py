@@ -28,7 +28,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from schedlab import integrity
 from schedlab.config import SCHEMAS, canonical, sha256
+from schedlab.core import inputs
 
 FORMAT = "schedlab-run/1"
 TMP_PREFIX = ".tmp-"
@@ -276,11 +278,13 @@ def write_record(folder: Path, record: dict) -> Path:
 
 
 def read_record(path: Path) -> dict:
+    """A record through the one input reader: a regular file in its folder (no link out of
+    it, no FIFO), bounded, strict JSON without duplicate keys, not nested too deeply."""
     path = Path(path)
     try:
-        rec = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RecordError(f"{path}: unreadable: {e}") from None
+        rec = inputs.load_json(inputs.read_input(path, inputs.MAX_RECORD_BYTES), str(path))
+    except inputs.InputError as e:
+        raise RecordError(str(e)) from None
     if not isinstance(rec, dict):
         raise RecordError(f"{path}: not a JSON object")
     return rec
@@ -335,7 +339,8 @@ def check_record(path: Path, rec: dict, validator=None) -> list[str]:
     if rec.get("run_id") and path.name not in (f"{rec['run_id']}.json",):
         problems.append(f"file name does not match run_id {rec['run_id']!r}")
     problems += _run_id_problems(rec)
-    return problems
+    problems += integrity.problems(rec, run_key_of)  # the record against itself, its plan and its study
+    return [inputs.one_line(p) for p in problems]
 
 
 SENSITIVITY_DIR = "sensitivity"  # raw/sensitivity/STUDY/: sim runs of the sensitivity sweep
@@ -375,7 +380,7 @@ def verify(data_dir: Path) -> dict[str, list[str]]:
             problems[str(path)] = [str(e).split(": ", 1)[1]]
             continue
         p = check_record(path, rec, validator) + _location_problems(root, path, rec)
-        if rec.get("status") == "ok" and "run_key" in rec:
+        if rec.get("status") == "ok" and isinstance(rec.get("run_key"), str):
             # the sweep's shipped setting repeats the study's own sim runs, by design
             key = (path.relative_to(root).parts[0] == SENSITIVITY_DIR, rec["run_key"])
             if key in seen:

@@ -105,3 +105,33 @@ def install_debs(*packages: str, why: str) -> None:
     if r.returncode != 0:
         lines = [l.strip() for l in r.stderr.splitlines() if l.strip()]
         pytest.fail(f"{why}: {' '.join(lines[-3:]) or 'ensure-debs failed'}", pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The bad-input table's outcomes (tests/test_bad_input.py), counted: all cases, and
+    those of issue 34 apart."""
+    from collections import Counter
+
+    props = sys.modules.get("test_hostile_properties")
+    if props is not None and props.EXAMPLES:
+        terminalreporter.write_line(
+            f"hostile properties: {sum(props.EXAMPLES.values())} hypothesis examples in "
+            f"{sum(props.SECONDS.values()):.0f} s ("
+            + ", ".join(
+                f"{k} {n} in {props.SECONDS[k]:.0f} s, {props.ACCEPTED.get(k, 0)} accepted"
+                for k, n in props.EXAMPLES.items()
+            )
+            + ")"
+        )
+    outcomes = getattr(sys.modules.get("test_bad_input"), "OUTCOMES", None)
+    if not outcomes:
+        return
+    for label, rows in (("bad-input table", outcomes), ("  of which issue 34's", [o for o in outcomes if o[1] == 34])):
+        counts = Counter(o[2] for o in rows)
+        terminalreporter.write_line(
+            f"{label}: {len(rows)} case(s): " + ", ".join(f"{n} {k}" for k, n in counts.most_common())
+        )
+    if terminalreporter.config.getoption("verbose") > 0 or os.environ.get("SCHEDLAB_BAD_INPUT_LIST"):
+        for cid, _issue, outcome in outcomes:
+            if outcome not in ("one-line error", "accepted"):
+                terminalreporter.write_line(f"  {outcome}: {cid}")

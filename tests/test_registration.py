@@ -255,3 +255,29 @@ def test_design_hash_covers_unit_plan_runs_options_and_claim():
     s = copy.deepcopy(st)
     s["claim"]["text"] = "reworded"
     assert config.design_hash(s, "qemu") == h  # prose is not a decision
+
+
+def test_the_design_is_what_registered_records_were_made_under():
+    """A code change must not move a registered design: the fields config.design hashes are
+    fixed here (a new one is a deliberate change, and may only appear where set, as
+    claim.control does), and every registered qemu record shipped whose design was today's
+    when its campaign began still matches it (the S1, S3, S4 campaign of 804b98b)."""
+    want = {"unit", "boot_plan", "runs_per_boot", "runs", "warmup", "order", "analysis", "power"}
+    want |= {"options", "axes", "variants", "claim"}
+    for s in config.load_config()["studies"]:
+        st = config.load_study(s)
+        for tb in st["testbeds"]:
+            d = config.design(st, tb)
+            assert set(d) == want
+            if d["claim"]:
+                assert set(d["claim"]) <= {"parts", "untestable", "control"}
+                assert ("control" in d["claim"]) == bool(st["claim"].get("control"))
+    for s in ("s1", "s3", "s4"):
+        st = config.load_study(s)
+        found = {
+            r["design_hash"]
+            for p in store.iter_records(store.raw_dir(config.ROOT / "data", "qemu", s))
+            if (r := json.loads(p.read_text())).get("registered")
+            and r["provenance"]["repo_commit"].startswith("804b98b")
+        }
+        assert found <= {config.design_hash(st, "qemu")}, s

@@ -5,13 +5,24 @@ stricter writer (schedlab.store: never replaced at all)."""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from schedlab.core.inputs import InputError, read_input
 
 
 def atomic_write(path: Path | str, data: str | bytes) -> Path:
-    """Write `data` to `path` through a temporary file in the same folder and a rename."""
+    """Write `data` to `path` through a temporary file in the same folder and a rename.
+    Only a regular file is replaced: never a folder, a device, a FIFO or a symbolic link."""
     path = Path(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise FileExistsError(17, "exists and is not a regular file; not replaced", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
     try:
@@ -31,3 +42,45 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def check_output(
+    name: str,
+    option: str,
+    never_under: Iterable[Path | str] = (),
+    is_own: Callable[[bytes], bool] | None = None,
+) -> Path:
+    """A file the user named for an output (`option`, e.g. --manifest): a new path, or this
+    command's own earlier output (a regular file, not a link, that `is_own` recognises from
+    its bytes). Never a place under `never_under` (raw data), never a folder, device or FIFO,
+    never an unrelated file. InputError (one line) otherwise."""
+    if not name:
+        raise InputError(f"{option}: empty path (name the file to write)")
+    path = Path(name)
+    real = Path(os.path.realpath(path))
+    for folder in never_under:
+        top = Path(os.path.realpath(folder))
+        if real == top or top in real.parents:
+            raise InputError(f"{option} {name}: inside {folder}, which only raw records are written to")
+    for q in path.parents:
+        if q.exists():
+            if not q.is_dir():
+                raise InputError(f"{option} {name}: {q} is not a directory")
+            break
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    except OSError as e:
+        raise InputError(f"{option} {name}: {e.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise InputError(f"{option} {name}: a symbolic link; not replaced (name a new path)")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{option} {name}: exists and is not a regular file; not replaced")
+    try:
+        ours = is_own is not None and is_own(read_input(path, 64 << 20, folder=path.parent))
+    except InputError:
+        ours = False
+    if not ours:
+        raise InputError(f"{option} {name}: exists and is not an earlier output of this command; not replaced")
+    return path

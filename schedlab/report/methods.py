@@ -68,14 +68,18 @@ def power_text(study: dict, testbed: str, runs) -> str:
     from schedlab import stats
 
     base = study["baseline"]
-    axes = list(config.testbed_settings(study, testbed)["axes"])
-    ran = config.testbed_settings(study, testbed)["runs"]
+    settings = config.testbed_settings(study, testbed)
+    axes = list(settings["axes"])
+    # where the unit is the boot, power is in boots: one value per boot (the mean of its runs)
+    per_boot = settings["unit"] == "boot" and "boot" in runs
+    ran = settings["runs"] // settings["runs_per_boot"] if per_boot else settings["runs"]
     worst, where = 0, ""
     for m in config.for_testbed(study, testbed)["metrics"]:
         if m["name"] not in runs:
             continue
         for keys, grp in runs[runs["variant"] == base].groupby(axes):
-            vals = grp[m["name"]].dropna().to_numpy(float)  # NaN where the metric's `when` excludes the point
+            # NaN where the metric's `when` excludes the point
+            vals = (grp.groupby("boot")[m["name"]].mean() if per_boot else grp[m["name"]]).dropna().to_numpy(float)
             if len(vals) < 2:
                 continue
             need = stats.runs_needed(vals, detect_pct=DETECT_PCT, confidence=95.0, power=POWER)
@@ -92,7 +96,8 @@ def power_text(study: dict, testbed: str, runs) -> str:
     needs = f"more than {int(worst)}" if capped else f"at most {int(worst)}"
     return (
         f"detecting a {DETECT_PCT:g}\\,\\% difference at 95\\,\\% confidence with power {POWER:g} "
-        f"needs {needs} runs per point (worst case: {esc(where)}); the study ran {ran}: {verdict}"
+        f"needs {needs} {'boots' if per_boot else 'runs'} per point (worst case: {esc(where)}); "
+        f"the study ran {ran}: {verdict}"
     )
 
 

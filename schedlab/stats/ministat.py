@@ -11,9 +11,12 @@ raise (x/0, sqrt(-x)) and glibc's "-nan" spelling.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import re
+import select
+import stat
 import sys
 
 NSTUDENT = 100
@@ -658,8 +661,28 @@ def _getopt(args: list[bytes], optstring: bytes, prog: bytes, gnu: bool):
     return events, operands
 
 
+MAX_INPUT_BYTES = 1 << 30  # a dataset larger than this would not fit in memory as floats
+
+
+def _unreadable(fd: int) -> OSError | None:
+    """Why ministat will not read `fd` (None: it will). C ministat reads anything; here a
+    device other than a terminal or /dev/null is refused (/dev/zero would never end), and so
+    is a file beyond MAX_INPUT_BYTES (docs/inputs.md)."""
+    st = os.fstat(fd)
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+        null = os.stat(os.devnull)
+        if os.isatty(fd) or (stat.S_ISCHR(st.st_mode) and st.st_rdev == null.st_rdev):
+            return None
+        kind = "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
+        return OSError(errno.EINVAL, f"{kind}, not a file or a pipe")
+    if stat.S_ISREG(st.st_mode) and st.st_size > MAX_INPUT_BYTES:
+        return OSError(errno.EFBIG, f"more than {MAX_INPUT_BYTES} bytes")
+    return None
+
+
 def _read_file(name: bytes, state: dict) -> bytes | OSError:
-    """Everything fgets would see; OSError when fopen fails."""
+    """Everything fgets would see; OSError when fopen fails (or the input is refused). A FIFO
+    nobody writes to reads as empty instead of waiting for a writer."""
     if name == b"-":
         if state.get("stdin_closed"):  # ministat fclose()s stdin after reading it
             return b""
@@ -667,16 +690,26 @@ def _read_file(name: bytes, state: dict) -> bytes | OSError:
         fd = 0
     else:
         try:
-            fd = os.open(name, os.O_RDONLY)
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         except OSError as e:
             return e
-    chunks = []
+    chunks, n = [], 0
     try:
+        refused = _unreadable(fd)
+        if refused is not None:
+            return refused
         while True:
-            c = os.read(fd, 1 << 20)
+            try:
+                c = os.read(fd, 1 << 20)
+            except BlockingIOError:  # a pipe whose writer has not written yet
+                select.select([fd], [], [])
+                continue
             if not c:
                 break
             chunks.append(c)
+            n += len(c)
+            if n > MAX_INPUT_BYTES:
+                return OSError(errno.EFBIG, f"more than {MAX_INPUT_BYTES} bytes")
     except OSError:  # e.g. EISDIR: fgets returns NULL, i.e. end of data
         pass
     finally:
@@ -774,14 +807,16 @@ def run(argv: list[bytes], out: list, err, tty: bool | None = None) -> int:
             raw = [_read_file(o, state) for o in operands]
             for o, r in zip(operands, raw):
                 if isinstance(r, OSError):
-                    err.write(b"%s: Cannot open %s: %s\n" % (short, o, os.strerror(r.errno).encode()))
+                    err.write(b"%s: Cannot open %s: %s\n" % (short, o, (r.strerror or os.strerror(r.errno)).encode()))
                     raise _Exit(2)
         np = None
         sets = []
         for k, o in enumerate(operands):
             r = raw[k] if flavor == "freebsd" else _read_file(o, state)
             if isinstance(r, OSError):
-                err.write(b"%s: Cannot open %s: %s\n" % (short, names[k], os.strerror(r.errno).encode()))
+                err.write(
+                    b"%s: Cannot open %s: %s\n" % (short, names[k], (r.strerror or os.strerror(r.errno)).encode())
+                )
                 raise _Exit(1)
             vals = None
             if len(r) >= FAST_MIN_BYTES and column == 1 and not set(delim) & set(b"0123456789.+-eE"):

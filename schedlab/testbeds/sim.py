@@ -27,6 +27,9 @@ BINARY = SIM_DIR / "build" / "credit1sim"
 
 _build_lock = threading.Lock()
 
+# The sim testbed reads no testbeds.sim.options (workflow/schemas/settings.schema.json allows none)
+DEFAULTS: dict[str, Any] = {}
+
 
 def _sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()

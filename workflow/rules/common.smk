@@ -10,14 +10,15 @@ from snakemake.utils import validate
 from schedlab import config as sl_config
 from schedlab import records as sl_records
 
-validate(config, "../schemas/config.schema.json")
-# Snakemake's own YAML loader lets a duplicate key win silently: read the file again with
-# the project's loader, which names the file and line
+# Snakemake's own YAML loader lets a duplicate key win silently and reads YAML 1.1 numbers
+# (012 is 10): read the file again with the project's loader, which names the file and line,
+# and holds the alias and depth limits, before anything walks the data
 try:
     for _cf in workflow.configfiles:
         sl_config.load_yaml(Path(_cf))
 except sl_config.ConfigError as e:
     sys.exit(f"schedlab: configuration error: {e}")
+validate(config, "../schemas/config.schema.json")
 
 STUDIES_DIR = config.get("studies_dir", "config/studies")
 try:

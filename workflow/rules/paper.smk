@@ -7,9 +7,11 @@ rule methods:
     input:
         cells=[f"paper/generated/{s}/{tb}-cells.json" for s, tb in PAIRS],
         studies=[f"{STUDIES_DIR}/{s}.yaml" for s in STUDIES],
+        measured=sorted(glob.glob(f"{DATA}/measured/*.out")),
         code=REPORT_CODE,
     output:
         "paper/generated/methods.tex",
+        "paper/generated/measured.tex",
         "paper/generated/testbeds.tex",
         "paper/generated/dataset.tex",
         "paper/generated/provenance.tex",
@@ -37,6 +39,7 @@ rule paper:
         sorted(glob.glob("paper/sections/*.tex")),
         study_outputs(),
         "paper/generated/methods.tex",
+        "paper/generated/measured.tex",
         "paper/generated/testbeds.tex",
         "paper/generated/dataset.tex",
         "paper/generated/provenance.tex",

@@ -70,11 +70,15 @@ def on_disk(data_dir: Path, study: dict, testbed: str) -> list[Path]:
 
 def boot_of(record: dict) -> str | None:
     """Which boot of the testbed a record ran in: the guest's boot id where the record has
-    it; native records written before it prepare each pack once per boot in a fresh
+    it (native); a Xen boot's run folder (counters.boot.run_dir, one per boot of the virtual
+    host); native records written before either prepare each pack once per boot in a fresh
     temporary directory, so that directory names the boot. None when nothing says."""
     c = record.get("counters") or {}
     if c.get("guest_boot_id"):
         return str(c["guest_boot_id"])
+    run_dir = (c.get("boot") or {}).get("run_dir") if isinstance(c.get("boot"), dict) else None
+    if run_dir:
+        return f"run_dir:{run_dir}"
     dirs = {
         v.split("/")[2]
         for v in (c.get("prepared") or {}).values()

@@ -382,3 +382,14 @@ def test_s1_mirror_fills_the_real_traces_span_with_the_hog_alone():
     assert got["cpu_s"]["cpu"] == pytest.approx(plain["cpu_s"]["cpu"] + 7.0, abs=0.01)
     alone = V.run_sim_case(sc, "fixed", {"mode": "alone"}, 1)
     assert alone["guest_s"] == pytest.approx(10.0) and "cpu" not in alone["cpu_s"]
+
+
+def test_boot_of_names_a_xen_boot_by_its_run_folder():
+    """records.boot_of: a qemu record's Xen boot is its run folder (counters.boot.run_dir); the
+    guest's boot id (native) wins where a record has it."""
+    from schedlab import records
+
+    xen = {"counters": {"boot": {"run_dir": "20261124T005648-nh77toer", "runs_in_boot": 2}}}
+    assert records.boot_of(xen) == "run_dir:20261124T005648-nh77toer"
+    assert records.boot_of({"counters": {"guest_boot_id": "abc", "boot": {"run_dir": "x"}}}) == "abc"
+    assert records.boot_of({"counters": {"boot": {}}}) is None and records.boot_of({}) is None

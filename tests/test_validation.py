@@ -253,6 +253,33 @@ def test_count_trace_keeps_the_guests_as_the_qemu_side_does():
     assert {k: got[k] for k in q} == q
 
 
+@pytest.mark.parametrize(
+    "name, variant, point",
+    [("s0-yield-spinners", "yield", {"vms": 2}), ("s1-hog-vs-io", "bug", {"mode": "corun"}),
+     ("s3-migration-ping-pong", "d1000", {"vms": 2}), ("s4-soft-affinity", "numa", {"vms": 6})],
+)  # fmt: skip
+def test_the_simulators_own_counts_equal_its_traces(tmp_path, name, variant, point):
+    """The validation counts the simulator's xentrace records from its result ("xentrace",
+    xentrace_counts) instead of reading a trace: the same numbers as count_trace on the trace
+    of the same run, every event, guests only (S1: the netback domain taken out)."""
+    from schedlab.testbeds.sim import SimTestbed, run_scenario
+
+    sc = copy.deepcopy(V.select(V.load(), name)[0])
+    if name == "s0-yield-spinners":
+        sc["sim"]["workload"]["job"]["work_cpu_s"] = 2000 * 958e-6
+    names = set(sc["domains"].values())
+    for tag, scen in SimTestbed().scenarios(V.sim_study(sc), variant, point, 3):
+        scen = V.merge(scen, {"duration_s": min(float(scen["duration_s"]), 3.0)})
+        scen["domains"] = [d for d in scen["domains"] if (d.get("workload") or {}).get("kind") != "idle"]
+        guests = [i for i, d in enumerate(scen["domains"]) if d.get("name") in names]
+        trace = tmp_path / f"{tag}.jsonl"
+        res = run_scenario(dict(scen, trace={"file": str(trace), "limit": 10**9}))
+        with open(trace) as f:
+            want = V.count_trace(f, int(round(float(scen.get("warmup_s", 0)) * 1e9)), guests)["events"]
+        assert V.xentrace_counts(res, guests) == want, tag
+        assert sum(want.values()) > 0
+
+
 # ---------------------------------------------------------------- a small sim scenario end to end
 
 

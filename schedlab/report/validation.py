@@ -16,8 +16,6 @@ import copy
 import math
 import os
 import re
-import tempfile
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -48,7 +46,6 @@ SIM_TRACE = {
 }
 AGREE, MISS = "agree", "miss"
 NOT_MEASURED = "not measured on qemu"
-TRACE_LIMIT = 1_000_000_000
 
 
 class ValidationError(ConfigError):
@@ -328,14 +325,16 @@ def count_trace(stream, warmup_ns: int, guests=None) -> dict:
     migrations (a vCPU switched in on another pCPU than the one it last ran on: xentrace's
     definition) and the number of records. `guests` (the trace's domain indices of the
     scenario's guests; None: every domain counts as a guest) reduces the counts to the guests'
-    by the rule the qemu side uses (guest_events): without it, the wakes and boosts of a sim
-    domain that stands for dom0 (S1's netback) would enter the sim's per-wake rates, while the
-    qemu side counts the guests only."""
+    by the rule the qemu side uses (guest_events; migrations: the guests' vCPUs', as xentrace's
+    placement counts them): without it, the wakes and boosts of a sim domain that stands for
+    dom0 (S1's netback) would enter the sim's per-wake rates, while the qemu side counts the
+    guests only. The simulator counts the same itself (its result's "xentrace", xentrace_counts)."""
     n = 0
     cnt: Counter = Counter()
     by_dom: dict[int, Counter] = {}
     last: dict[tuple[str, str], str] = {}
     migr = 0
+    mine = None if guests is None else {f'"dom":{d}' for d in guests}  # whose migrations count (qemu: guests only)
     for line in stream:
         n += 1
         # {"t_ns":T,"ev":"E","cpu":C,"dom":D,"vcpu":V,...}: the fixed order of the writer
@@ -352,7 +351,7 @@ def count_trace(stream, warmup_ns: int, guests=None) -> dict:
             if dv[0] != '"dom":-1':
                 cpu = parts[2]
                 prev = last.get(dv)
-                if prev is not None and prev != cpu and t >= warmup_ns:
+                if prev is not None and prev != cpu and t >= warmup_ns and (mine is None or dv[0] in mine):
                     migr += 1
                 last[dv] = cpu
         if t >= warmup_ns:
@@ -367,19 +366,20 @@ def count_trace(stream, warmup_ns: int, guests=None) -> dict:
     return {"events": out, "records": n}
 
 
-def _reader(path: str, warmup_ns: int, box: dict, guests=None) -> None:
-    try:
-        with open(path, errors="replace") as f:
-            box["result"] = count_trace(f, warmup_ns, guests)
-    except Exception as e:  # reported by the caller
-        box["error"] = e
+def xentrace_counts(res: dict, guests: list[int]) -> dict:
+    """The simulator's own counts of the xentrace records (its result's "xentrace", counted
+    after warm-up as count_trace counts a trace, tests/test_validation.py) reduced to the
+    guests by the qemu side's rule (guest_events); migrations are the guests'."""
+    xt = res["xentrace"]
+    by = [xt["by_domain"][i] for i in sorted(set(guests))]
+    out = guest_events(by, xt["total"], sum(int(d.get("migration", 0)) for d in by))
+    return {e: int(out.get(e, 0)) for e in EVENTS}
 
 
 def run_sim_case(sc: dict, variant: str, point: dict, seed: int, binary: str | os.PathLike | None = None) -> dict:
     """One sim run of a case: the study's scenarios (SimTestbed.scenarios) with the scenario's
-    overrides, each traced through a pipe and counted as the qemu side is. Deterministic:
-    the same seed gives the same counts."""
-    from schedlab.core.testbed import RunFailed
+    overrides, each counted as the qemu side is (the simulator's own xentrace counts, which
+    equal its trace's). Deterministic: the same seed gives the same counts."""
     from schedlab.testbeds.sim import SimTestbed, ensure_binary, run_scenario
 
     tb = SimTestbed(binary=binary)
@@ -390,46 +390,24 @@ def run_sim_case(sc: dict, variant: str, point: dict, seed: int, binary: str | o
     guest_s = 0.0
     over = sc["sim"].get("scenario") or {}
     phases = [(tag, merge(scen, over)) for tag, scen in tb.scenarios(study, variant, dict(point), seed)]
-    with tempfile.TemporaryDirectory(prefix="schedlab-validate-") as tmp:
+    names = set(sc["domains"].values())
 
-        def run_phase(tag: str, scen: dict) -> float:
-            """Run one scenario traced, add its counts and run times; its measured guest time."""
-            scen["domains"] = [d for d in scen["domains"] if (d.get("workload") or {}).get("kind") != "idle"]
-            fifo = os.path.join(tmp, f"{tag}.trace")
-            os.mkfifo(fifo)
-            scen["trace"] = {"file": fifo, "limit": TRACE_LIMIT}
-            warm = int(round(float(scen.get("warmup_s", 0)) * 1e9))
-            # the guests: the sim domains the scenario maps qemu guests to (not S1's netback dom0)
-            guests = [i for i, d in enumerate(scen["domains"]) if d.get("name") in set(sc["domains"].values())]
-            box: dict = {}
-            th = threading.Thread(target=_reader, args=(fifo, warm, box, guests), daemon=True)
-            th.start()
-            try:
-                res = run_scenario(scen, exe, tb.timeout)
-            finally:
-                if th.is_alive() and "result" not in box:
-                    try:  # the simulator never opened the pipe: let the reader see its end
-                        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-                    except OSError:
-                        pass
-                th.join(timeout=60)
-            if "error" in box:
-                raise RunFailed(f"sim trace of {sc['name']} {variant} {point}: {box['error']}")
-            got = box.get("result")
-            if got is None:
-                raise RunFailed(f"sim trace of {sc['name']} {variant} {point}: no trace read")
-            if got["records"] >= TRACE_LIMIT:
-                raise RunFailed(f"sim trace of {sc['name']} {variant} {point} hit its limit of {TRACE_LIMIT} records")
-            events.update(got["events"])
-            for d in res["domains"]:
-                run_s[d["name"]] = run_s.get(d["name"], 0.0) + float(d["running_s"])
-            return float(res["measured_s"])
+    def run_phase(scen: dict) -> float:
+        """Run one scenario, add its counts and run times; its measured guest time."""
+        scen["domains"] = [d for d in scen["domains"] if (d.get("workload") or {}).get("kind") != "idle"]
+        # the guests: the sim domains the scenario maps qemu guests to (not S1's netback dom0)
+        guests = [i for i, d in enumerate(scen["domains"]) if d.get("name") in names]
+        res = run_scenario(scen, exe, tb.timeout)
+        events.update(xentrace_counts(res, guests))
+        for d in res["domains"]:
+            run_s[d["name"]] = run_s.get(d["name"], 0.0) + float(d["running_s"])
+        return float(res["measured_s"])
 
-        for tag, scen in phases:
-            guest_s += run_phase(tag, scen)
-        tail = _tail(sc, variant, point, phases[-1][1], guest_s)
-        if tail is not None:  # with nothing running on in it (S1 alone) only its time counts
-            guest_s += run_phase("tail", tail) if tail["domains"] else float(tail["duration_s"])
+    for _, scen in phases:
+        guest_s += run_phase(scen)
+    tail = _tail(sc, variant, point, phases[-1][1], guest_s)
+    if tail is not None:  # with nothing running on in it (S1 alone) only its time counts
+        guest_s += run_phase(tail) if tail["domains"] else float(tail["duration_s"])
     return {"events": {e: int(events.get(e, 0)) for e in EVENTS}, "cpu_s": run_s, "guest_s": guest_s}
 
 

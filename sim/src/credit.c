@@ -24,6 +24,7 @@ void set_runstate(vcpu_t *v, int rs) {
     if (v->runstate == rs) return;
     ns_t d = S.now - v->rs_since;
     v->rs_time[v->runstate] += d;
+    if (v->runstate == RS_RUNNING && !v->is_idle && PC(v->processor)->node == S.doms[v->dom].home_node) v->home_run_ns += d;
     if (v->runstate == RS_RUNNABLE && !v->is_idle) { S.doms[v->dom].runnable_ns += d; S.runnable_ns += d; }
     v->runstate = rs; v->rs_since = S.now; v->state_entry_time = S.now;
 }
@@ -143,7 +144,7 @@ static int cpu_pick(vcpu_t *v, int commit) {
         if (idlers & bit(cpu)) break;
     }
     if (commit && spc) spc->idle_bias = cpu;
-    trace("TRC_CSCHED_PICKED_CPU", cpu, v, commit, 0);
+    xtrace(XT_PICK, "TRC_CSCHED_PICKED_CPU", cpu, v, commit, 0);
     return cpu;
 }
 
@@ -200,7 +201,7 @@ tickle:
         int c = __builtin_ctzll(m);
         if (V_IDLERS_ON_TICKLE) S.idlers &= ~bit(c);
         S.n_tickle++;
-        trace("TRC_CSCHED_TICKLE", c, nw, 0, 0);
+        xtrace(XT_TICKLE, "TRC_CSCHED_TICKLE", c, nw, 0, 0);
         raise_softirq(c);
     }
 }
@@ -213,7 +214,7 @@ static void csched_unit_wake(vcpu_t *v) {
     if (!migrating && v->pri == PRI_UNDER && !(v->flags & F_PARKED)) {
         v->pri = PRI_BOOST; v->n_boost++; S.n_boost++; S.doms[v->dom].n_boost++;
         if (in_migrate_wake) { v->n_boost_migr++; S.n_boost_migr++; S.doms[v->dom].n_boost_migr++; }
-        trace("TRC_CSCHED_BOOST_START", v->processor, v, in_migrate_wake, 0);
+        xtrace(XT_BOOST, "TRC_CSCHED_BOOST_START", v->processor, v, in_migrate_wake, 0);
     }
     runq_insert(v);
     PC(v->processor)->nr_runnable++;
@@ -225,7 +226,7 @@ void vcpu_wake(vcpu_t *v) {
     if (v->pause == 0) {
         if (v->runstate >= RS_BLOCKED) set_runstate(v, RS_RUNNABLE);
         v->n_wakes++;
-        trace("TRC_SCHED_WAKE", v->processor, v, 0, 0);
+        xtrace(XT_WAKE, "TRC_SCHED_WAKE", v->processor, v, 0, 0);
         csched_unit_wake(v);
     } else if (!(v->pause & VPF_BLOCKED) && v->runstate == RS_BLOCKED) set_runstate(v, RS_OFFLINE);
 }
@@ -247,7 +248,7 @@ static void csched_unit_sleep(vcpu_t *v) {
 void vcpu_block(vcpu_t *v) {
     guest_pause(v, S.now);
     v->pause |= VPF_BLOCKED;
-    trace("TRC_SCHED_BLOCK", v->processor, v, 0, 0);
+    xtrace(XT_BLOCK, "TRC_SCHED_BLOCK", v->processor, v, 0, 0);
     csched_unit_sleep(v);
 }
 
@@ -256,7 +257,7 @@ void vcpu_block(vcpu_t *v) {
 void vcpu_yield(vcpu_t *v) {
     if (!S.yield_noop) v->flags |= F_YIELD;
     v->n_yield++; S.n_yield++; v->yield_pending = 1;
-    trace("TRC_SCHED_YIELD", v->processor, v, 0, 0);
+    xtrace(XT_YIELD, "TRC_SCHED_YIELD", v->processor, v, 0, 0);
     if (S.yield_cost) {
         /* yield_cost_us (spec section 17): the hypercall (guest exit, do_sched_op, return) takes yield_cost on the
          * yielder's pCPU before the SCHEDULE_SOFTIRQ it raised runs on the way out; the yielder is current, so it is
@@ -409,7 +410,7 @@ static vcpu_t *runq_steal(int peer, int cpu, int pri, int soft) {
         if (soft && !s->has_soft) continue;
         if (S.migr_delay && cache_hot(s)) { S.n_cachehot_skip++; continue; }
         if (!(balance_mask(s, soft) & bit(cpu))) continue;
-        trace("TRC_CSCHED_STOLEN_VCPU", peer, s, cpu, 0);
+        xtrace(XT_STEAL, "TRC_CSCHED_STOLEN_VCPU", peer, s, cpu, 0);
         runq_remove(s);
         s->processor = cpu; s->n_migr++; S.n_migr++;
         pp->nr_runnable--;
@@ -462,7 +463,7 @@ static vcpu_t *csched_schedule(int cpu, ns_t now, ns_t *tslice_out) {
         if (V_RL_REMAINING) { tslice = S.ratelimit - runtime; if (runtime < 100 * US) tslice = 100 * US; }
         else tslice = S.ratelimit;
         S.n_ratelimit++;
-        trace("TRC_CSCHED_RATELIMIT", cpu, scurr, runtime, 0);
+        xtrace(XT_RATELIMIT, "TRC_CSCHED_RATELIMIT", cpu, scurr, runtime, 0);
         goto out;
     }
     tslice = S.tslice;
@@ -527,7 +528,7 @@ void core_schedule(int cpu) {
     p->curr = snext;
     if (prev->is_idle != snext->is_idle) smt_changed(cpu);
     S.n_ctx++;
-    trace("TRC_SCHED_SWITCH", cpu, snext, prev->is_idle ? -1 : prev->dom, prev->is_idle ? -1 : prev->vidx);
+    xtrace(XT_SWITCH, "TRC_SCHED_SWITCH", cpu, snext, prev->is_idle ? -1 : prev->dom, prev->is_idle ? -1 : prev->vidx);
     p->ctx_pending = 1; p->ctx_prev = prev;
     /* ctxsw_us: switch latency; switch_cost_us: the scheduler pass (spec section 17).  Both are charged to snext,
      * whose start_time is this pass's `now`, as in Xen */
@@ -612,7 +613,7 @@ void sched_init(void) {
     }
     for (int i = 0; i < S.nvcpu; i++) {
         vcpu_t *v = S.vcpus[i];
-        v->pri = PRI_UNDER; v->credit = 0; v->last_cpu = -1;
+        v->pri = PRI_UNDER; v->credit = 0; v->last_cpu = -1; v->xt_last_cpu = -1;
         if (popcnt(v->hard) == 1) v->flags |= F_PINNED;
     }
     ev_push(S.tslice, EV_ACCT, S.master, 0, 0);

@@ -35,6 +35,11 @@ enum { RS_RUNNING, RS_RUNNABLE, RS_BLOCKED, RS_OFFLINE, RS_N };
 enum { G_IDLE, G_COMPUTE, G_HOLD, G_SPIN, G_POLL, G_IOWAIT, G_NETWAIT, G_NETPROC, G_DONE,
        G_NBWAIT, G_NBPROC };   /* kind netback (dom0's netback thread): queue empty (blocked) / processing an item */
 
+/* The xentrace records the validation compares with real Xen's (schedlab/report/validation.py, EVENTS): each is
+ * counted after warm-up, per domain and in all, whether or not a trace is written (the result's "xentrace", by
+ * xtrace()), so the validation need not read a trace; the counts equal the trace's (tests/test_validation.py). */
+enum { XT_WAKE, XT_YIELD, XT_BLOCK, XT_SWITCH, XT_STEAL, XT_PICK, XT_TICKLE, XT_BOOST, XT_RATELIMIT, XT_N };
+
 /* event types */
 enum { EV_STIMER, EV_TICK, EV_ACCT, EV_SOFTIRQ, EV_CTXDONE, EV_GUEST, EV_WAKE, EV_NET, EV_PUSH, EV_WARMUP, EV_END };
 
@@ -70,6 +75,7 @@ typedef struct vcpu {
     int processor, is_running, is_curr;
     unsigned pause;
     ns_t state_entry_time; int runstate; ns_t rs_since; ns_t rs_time[RS_N];
+    ns_t home_run_ns;     /* running time on a pCPU of the domain's home node (S4's home share) */
     cpumask_t hard, soft; int has_soft;
     /* guest */
     int g; ns_t g_rem; ns_t g_run_start; int g_running; double g_factor; ns_t g_stall;
@@ -78,6 +84,7 @@ typedef struct vcpu {
     int granted;  /* ticket: lock handed to us while not running */
     int kick_pending;
     int last_cpu; ns_t last_cpu_busy;
+    int xt_last_cpu;      /* the pCPU it last ran on, as xentrace sees it (-1: never ran): migrations as xentrace counts them */
     ns_t tick_due;        /* kind idle with idle_tick_ms: nominal time of the next guest timer interrupt */
     ns_t last_run_time;   /* Xen < 4.13 struct vcpu last_run_time: set by schedule() when the vCPU is switched out */
     rng_t rng;
@@ -111,6 +118,7 @@ typedef struct {
     dist_t nb_rx, nb_tx; double nb_rx_per_kb;
     struct nbitem { int dom, kind; ns_t cost; } *nbq; int nbq_head, nbq_len, nbq_cap;
     uint64_t nb_items;
+    uint64_t xt[XT_N], xt_migr;   /* XT_* records of this domain's vCPUs after warm-up (xtrace) */
 } dom_t;
 enum { W_IDLE, W_LOOP, W_CPU, W_NET_STREAM, W_NET_RR, W_NETBACK };
 
@@ -159,6 +167,7 @@ typedef struct {
              n_kickaway, n_ratelimit, n_acct, n_push, n_tick_migr, n_park, n_cachehot_skip, n_pick_avoid;
     ns_t spin_ns, runnable_ns;
     ns_t *waits; size_t nwaits, capwaits;   /* every lock wait after warm-up, for exact quantiles */
+    uint64_t xt[XT_N], xt_migr;  /* XT_* records after warm-up, all domains and idle (xtrace) */
     /* trace */
     FILE *trace; long trace_n, trace_limit; int check;
 } sim_t;
@@ -172,6 +181,7 @@ double rng_unif(rng_t *r);
 ns_t dist_draw(const dist_t *d, rng_t *r);
 void rng_seed(rng_t *r, uint64_t seed);
 void trace(const char *ev, int cpu, const vcpu_t *v, long a, long b);
+void xtrace(int xt, const char *ev, int cpu, const vcpu_t *v, long a, long b);
 void hist_add(hist_t *h, ns_t v);
 double hist_quantile(const hist_t *h, double q);
 static inline int popcnt(cpumask_t m) { return __builtin_popcountll(m); }

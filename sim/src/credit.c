@@ -158,6 +158,9 @@ static int res_pick(vcpu_t *v) {
  * the waker's pCPU is tickled whenever new outranks cur, and, when cur is not idle, the idlers in new's affinity
  * too (all of them unless tickle_one_idle; no kick-away, no soft affinity) */
 static void runq_tickle(vcpu_t *nw) {
+#ifdef KO_RUNQ_TICKLE
+    (void)nw; return;   /* mutant: a wake never raises SCHEDULE_SOFTIRQ anywhere */
+#endif
     int cpu = nw->processor; vcpu_t *cur = PC(cpu)->curr;
     cpumask_t idle_mask = S.idlers & S.online, mask = 0;
     if (V40) {
@@ -211,11 +214,15 @@ static void csched_unit_wake(vcpu_t *v) {
     if (v->is_curr || v->on_runq) return;
     int migrating = 0;
     if (V_MIGRATING_FLAG && (v->flags & F_MIGRATING)) { v->flags &= ~F_MIGRATING; migrating = 1; }
+#ifndef KO_CSCHED_UNIT_WAKE_BOOST
     if (!migrating && v->pri == PRI_UNDER && !(v->flags & F_PARKED)) {
         v->pri = PRI_BOOST; v->n_boost++; S.n_boost++; S.doms[v->dom].n_boost++;
         if (in_migrate_wake) { v->n_boost_migr++; S.n_boost_migr++; S.doms[v->dom].n_boost_migr++; }
         xtrace(XT_BOOST, "TRC_CSCHED_BOOST_START", v->processor, v, in_migrate_wake, 0);
     }
+#else
+    (void)migrating;   /* mutant: a wake never BOOSTs */
+#endif
     runq_insert(v);
     PC(v->processor)->nr_runnable++;
     runq_tickle(v);
@@ -255,7 +262,9 @@ void vcpu_block(vcpu_t *v) {
 /* models vcpu_yield() [K:1517-1535] + csched_unit_yield() [C:1170-1177].  With yield "noop" (Xen < 4.1)
  * the hypercall still enters the scheduler but no YIELD flag is set. */
 void vcpu_yield(vcpu_t *v) {
-    if (!S.yield_noop) v->flags |= F_YIELD;
+#ifndef KO_CSCHED_UNIT_YIELD
+    if (!S.yield_noop) v->flags |= F_YIELD;   /* csched_unit_yield() */
+#endif
     v->n_yield++; S.n_yield++; v->yield_pending = 1;
     xtrace(XT_YIELD, "TRC_SCHED_YIELD", v->processor, v, 0, 0);
     if (S.yield_cost) {
@@ -319,12 +328,17 @@ void csched_acct(void) {
         dom_t *d = &S.doms[di];
         nd = d->ad_next;
         int64_t n = d->active_count, w = d->weight;
+#ifndef KO_CSCHED_ACCT_CAP
+        const int dcap = d->cap;
+#else
+        const int dcap = 0;   /* mutant: caps ignored */
+#endif
         int64_t wn = V40 ? w : w * n;   /* 4.0: a domain competes with its weight, not weight x active vCPUs */
         weight_left -= wn;
         int64_t peak = n * cpt, ccap = 0;
         if (S.credit_balance < 0) peak += div_up(-(int64_t)S.credit_balance * wn, weight_total);
-        if (d->cap) {
-            ccap = div_up((int64_t)d->cap * cpt, 100);
+        if (dcap) {
+            ccap = div_up((int64_t)dcap * cpt, 100);
             if (ccap < peak) peak = ccap;
             ccap = div_up(ccap, n);
         }
@@ -345,8 +359,12 @@ void csched_acct(void) {
             nv = v->act_next;
             v->credit += (int)fair;
             if (v->credit < 0) {
+#ifndef KO_CSCHED_ACCT_OVER
                 v->pri = PRI_OVER;
-                if (d->cap && v->credit < -ccap && !(v->flags & F_PARKED)) {
+#else
+                v->pri = PRI_UNDER;   /* mutant: no credit priority; a BOOST still ends here, as going OVER ends it */
+#endif
+                if (dcap && v->credit < -ccap && !(v->flags & F_PARKED)) {
                     v->flags |= F_PARKED; S.n_park++;
                     v->pause |= VPF_PAUSED; guest_pause(v, S.now); csched_unit_sleep(v);   /* vcpu_pause_nosync */
                 }
@@ -376,7 +394,9 @@ void csched_tick(int cpu) {
     S.this_cpu = cpu;
     vcpu_t *cur = p->curr;
     if (!cur->is_idle) {
+#ifndef KO_CSCHED_UNIT_ACCT_UNBOOST
         if (cur->pri == PRI_BOOST) { cur->pri = PRI_UNDER; trace("TRC_CSCHED_BOOST_END", cpu, cur, 0, 0); }
+#endif
         burn_credits(cur, S.now);
         if (!cur->active) acct_start(cur);
         else if (!(cur->pause & VPF_MIGRATING) && cpu_pick(cur, 0) != cpu) {
@@ -395,6 +415,9 @@ void csched_tick(int cpu) {
  * 2009 patch 95e3cd67add2 (xen-unstable before 3.4): now - v->runstate.state_entry_time, which a wake from
  * blocked also resets, so a freshly woken vCPU counts as cache-hot however long it slept. */
 static inline int cache_hot(const vcpu_t *s) {
+#ifdef KO_CSCHED_VCPU_IS_CACHE_HOT
+    (void)s; return 0;   /* mutant: nothing is cache-hot, vcpu_migration_delay has no effect */
+#endif
     ns_t stamp = S.cachehot_rule == CH_SCHED_TIME ? s->last_sched_time
                : S.cachehot_rule == CH_RUN_TIME ? s->last_run_time : s->state_entry_time;
     return S.now - stamp < S.migr_delay;
@@ -421,6 +444,10 @@ static vcpu_t *runq_steal(int peer, int cpu, int pri, int soft) {
 
 /* models csched_load_balance() [C:1679-1817] */
 static vcpu_t *load_balance(int cpu, vcpu_t *snext) {
+#ifdef KO_CSCHED_LOAD_BALANCE
+    runq_remove(snext);   /* mutant: the pCPU never looks at its peers' runqueues */
+    return snext;
+#endif
     int mynode = PC(cpu)->node, nn = V40 ? 1 : S.nnode;
     for (int soft = V40 ? 0 : 1; soft >= 0; soft--) {
         for (int k = 0; k < nn; k++) {
@@ -458,6 +485,9 @@ static vcpu_t *csched_schedule(int cpu, ns_t now, ns_t *tslice_out) {
     if (!scurr->is_idle) { burn_credits(scurr, now); scurr->start_time -= now; scurr->last_sched_time = now; }
     else scurr->pri = PRI_IDLE;
     int yield_blocks_rl = V_YIELD_BYPASS_RL ? (scurr->flags & F_YIELD) : 0;
+#ifdef KO_CSCHED_SCHEDULE_RATELIMIT
+    yield_blocks_rl = 1;   /* mutant: the rate limit never keeps the current vCPU */
+#endif
     if (!yield_blocks_rl && S.ratelimit && runnable(scurr) && !scurr->is_idle && runtime < S.ratelimit) {
         snext = scurr; snext->start_time += now;
         if (V_RL_REMAINING) { tslice = S.ratelimit - runtime; if (runtime < 100 * US) tslice = 100 * US; }

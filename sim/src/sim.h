@@ -7,7 +7,40 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define SIM_VERSION "credit1sim 1.0"
+#define SIM_VERSION_BASE "credit1sim 1.0"
+/* Mutants (docs/validation.md, "Mutants"): each KO_ switch knocks out one credit1 mechanism, named after the Xen
+ * function whose work it removes; `make -C sim build/mutants/credit1sim-NAME` builds the one with KO_<NAME in
+ * capitals> (the list: config/validation.yaml, mutants).  At most one at a time; --version names it, so a caller can
+ * check what it runs (a mistyped switch would build the model itself). */
+#if defined(KO_CSCHED_UNIT_WAKE_BOOST) + defined(KO_CSCHED_UNIT_YIELD) + defined(KO_CSCHED_LOAD_BALANCE) \
+  + defined(KO_CSCHED_ACCT_OVER) + defined(KO_RUNQ_TICKLE) + defined(KO_CSCHED_VCPU_IS_CACHE_HOT) \
+  + defined(KO_CSCHED_SCHEDULE_RATELIMIT) + defined(KO_CSCHED_ACCT_CAP) + defined(KO_CSCHED_UNIT_ACCT_UNBOOST) > 1
+#error "at most one KO_ switch"
+#endif
+#if defined(KO_CSCHED_UNIT_WAKE_BOOST)
+#define SIM_MUTANT "KO_CSCHED_UNIT_WAKE_BOOST"        /* csched_unit_wake(): no UNDER -> BOOST on wake */
+#elif defined(KO_CSCHED_UNIT_YIELD)
+#define SIM_MUTANT "KO_CSCHED_UNIT_YIELD"             /* csched_unit_yield(): no YIELD flag (a yield is a plain re-schedule) */
+#elif defined(KO_CSCHED_LOAD_BALANCE)
+#define SIM_MUTANT "KO_CSCHED_LOAD_BALANCE"           /* csched_load_balance(): no runqueue stealing */
+#elif defined(KO_CSCHED_ACCT_OVER)
+#define SIM_MUTANT "KO_CSCHED_ACCT_OVER"              /* csched_acct(): never OVER, every vCPU stays UNDER */
+#elif defined(KO_RUNQ_TICKLE)
+#define SIM_MUTANT "KO_RUNQ_TICKLE"                   /* __runq_tickle(): no pCPU is tickled on a wake */
+#elif defined(KO_CSCHED_VCPU_IS_CACHE_HOT)
+#define SIM_MUTANT "KO_CSCHED_VCPU_IS_CACHE_HOT"      /* __csched_vcpu_is_cache_hot(): never hot (no migration delay) */
+#elif defined(KO_CSCHED_SCHEDULE_RATELIMIT)
+#define SIM_MUTANT "KO_CSCHED_SCHEDULE_RATELIMIT"     /* csched_schedule(): no rate limit */
+#elif defined(KO_CSCHED_ACCT_CAP)
+#define SIM_MUTANT "KO_CSCHED_ACCT_CAP"               /* csched_acct(): caps ignored (no cap on credit, no parking) */
+#elif defined(KO_CSCHED_UNIT_ACCT_UNBOOST)
+#define SIM_MUTANT "KO_CSCHED_UNIT_ACCT_UNBOOST"      /* csched_unit_acct() via csched_tick(): the tick does not end a BOOST */
+#endif
+#ifdef SIM_MUTANT
+#define SIM_VERSION SIM_VERSION_BASE " mutant " SIM_MUTANT
+#else
+#define SIM_VERSION SIM_VERSION_BASE
+#endif
 #define MAXCPU 64
 typedef int64_t ns_t;
 typedef uint64_t cpumask_t;

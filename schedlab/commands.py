@@ -119,7 +119,8 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the band's margins from real Xen's spread across boots (for config/validation.yaml)",
     )
-    vs.add_argument("--jobs", type=int, default=1, help="simulator runs at once (default 1)")
+    vs.add_argument("--jobs", type=int, help="simulator runs (--mutants: Snakemake jobs) at once (default 1; 2)")
+    vs.add_argument("--data-dir", default="data", help="data folder whose raw/qemu records are the real side")
     return p
 
 
@@ -313,12 +314,14 @@ def cmd_trace(args) -> int:
 def cmd_validate_sim(args) -> int:
     from schedlab.report import validation
 
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         raise config.ConfigError(f"--jobs {args.jobs}: must be at least 1")
     if args.mutant and not args.sim:
         raise config.ConfigError("--mutant NAME needs --sim PATH (the mutant's binary)")
     if args.derive_band:
-        return validation.main_derive_band()
+        return validation.main_derive_band(data_dir=args.data_dir)
     if args.mutants:
-        return validation.main_mutants(args.jobs)
-    return validation.main(args.scenario, _out_dir(args.out), sim=args.sim, jobs=args.jobs, mutant=args.mutant)
+        return validation.main_mutants(args.jobs or 2)
+    return validation.main(
+        args.scenario, _out_dir(args.out), data_dir=args.data_dir, sim=args.sim, jobs=args.jobs or 1, mutant=args.mutant
+    )

@@ -1313,7 +1313,8 @@ def _share_row(g: pd.DataFrame):
     io = sh[sh["quantity"] == "share io"]
     if not io.empty:
         return io.iloc[0]
-    return sh.loc[sh["diff_pp"].abs().idxmax()]
+    d = sh["diff_pp"].abs()
+    return sh.loc[d.idxmax()] if d.notna().any() else sh.iloc[0]  # a mirror whose guests never ran: no difference
 
 
 def _unmeasured_line(label: str, g: pd.DataFrame, sc: dict | None, every: bool) -> str:
@@ -1704,33 +1705,41 @@ def mutant_binary(name: str) -> Path:
 
 def kill_matrix(verdicts: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     """Mutant x scenario: one row per simulator (the model, each scenario's own variants
-    swapped, each mutant) with each scenario's verdict, the number validated, and whether the
-    row is killed: a swap when its scenario is not validated; a mutant when it validates fewer
+    swapped, each mutant) with each scenario's verdict and its counted rows that agree
+    ("k/n") and effects reproduced ("r/q"), the number validated, and whether the row is
+    killed: a swap when its scenario is not validated; a mutant when it validates fewer
     scenarios than the model and not the scenario that exercises its mechanism."""
     names = [s["name"] for s in cfg["scenarios"]]
     mut = {m["name"]: m for m in cfg["mutants"]}
-    order = [MODEL] + [x for x in dict.fromkeys(verdicts["model"]) if x.startswith("swap ")]
+    order = [MODEL] + [x for x in dict.fromkeys(verdicts["model"]) if str(x).startswith("swap ")]
     order += [m for m in mut if m in set(verdicts["model"])]
     k_model = int(((verdicts["model"] == MODEL) & (verdicts["verdict"] == VALIDATED)).sum())
     rows = []
     for who in order:
-        g = verdicts[verdicts["model"] == who].set_index("scenario")["verdict"]
-        row = {"model": who, **{n: g.get(n, "") for n in names}}
-        k = int(sum(v == VALIDATED for v in g.values))
+        g = verdicts[verdicts["model"] == who].set_index("scenario")
+        row: dict[str, Any] = {"model": who}
+        for n in names:
+            row[n] = g["verdict"].get(n, "")
+            have = n in g.index and "rows_agree" in g.columns
+            row[f"{n} rows"] = f"{g.loc[n, 'rows_agree']}/{g.loc[n, 'rows_counted']}" if have else ""
+            row[f"{n} effects"] = f"{g.loc[n, 'effects_reproduced']}/{g.loc[n, 'effects_required']}" if have else ""
+        k = int(sum(v == VALIDATED for v in g["verdict"]))
         row["validated"] = k
-        row["of"] = len(names) if not who.startswith("swap ") else len(g)
+        row["of"] = len(g) if str(who).startswith("swap ") else len(names)
         if who == MODEL:
             row["killed"], row["exercised_by"] = "", ""
-        elif who.startswith("swap "):
-            row["killed"] = "yes" if all(v != VALIDATED for v in g.values) else "no"
+        elif str(who).startswith("swap "):
+            vs = set(g["verdict"])
+            row["killed"] = "untestable" if vs == {UNTESTABLE} else ("no" if VALIDATED in vs else "yes")
             row["exercised_by"] = ",".join(g.index)
         else:
             ex = mut[who]["exercised_by"]
-            fails_own = ex is not None and g.get(ex) != VALIDATED
+            fails_own = ex is not None and g["verdict"].get(ex) != VALIDATED
             row["killed"] = "yes" if (k < k_model and fails_own) else "no"
             row["exercised_by"] = ex or ""
         rows.append(row)
-    return pd.DataFrame(rows, columns=["model", *names, "validated", "of", "exercised_by", "killed"])
+    cols = ["model", *[c for n in names for c in (n, f"{n} rows", f"{n} effects")], "validated", "of"]
+    return pd.DataFrame(rows, columns=[*cols, "exercised_by", "killed"])
 
 
 KM_MARK = {VALIDATED: r"$\checkmark$", NOT_VALIDATED: r"$\times$", UNTESTABLE: "--", "": ""}
@@ -1744,42 +1753,58 @@ def kill_matrix_tex(km: pd.DataFrame, cfg: dict) -> str:
     names = [s["name"] for s in cfg["scenarios"]]
     label = {s["name"]: s["qemu"]["study"].upper() for s in cfg["scenarios"]}
     columns = [("simulator", "l"), ("knocks out (Xen function)", "l")]
-    columns += [(esc(label[n]), "c") for n in names] + [("validated", "r"), ("killed", "l")]
+    columns += [(esc(label[n]), "l") for n in names] + [("validated", "r"), ("killed", "l")]
     rows = []
     for _, r in km.iterrows():
-        who = r["model"]
+        who = str(r["model"])
         if who == MODEL:
             first, what = "the model", "nothing"
         elif who.startswith("swap "):
-            first, what = esc(who.replace("<->", " $\\leftrightarrow$ ")), "its scenario's own variants"
+            first, what = (
+                esc(who).replace("\\textless{}-\\textgreater{}", r" $\leftrightarrow$ "),
+                "its scenario's variants",
+            )
         else:
-            first, what = rf"\texttt{{KO\_{esc(who.upper())}}}", esc(f"{mut[who]['mechanism']} ({mut[who]['xen']})")
+            first = r"\texttt{KO\_" + esc(who.upper()) + "}"
+            what = esc(f"{mut[who]['mechanism']} ({mut[who]['xen']})")
         cells = []
         for n in names:
             mark = KM_MARK.get(r[n], esc(r[n]))
-            if who not in (MODEL,) and not who.startswith("swap ") and mut[who]["exercised_by"] == n:
-                mark = rf"\underline{{{mark}}}" if mark else mark
+            if r[n] in (VALIDATED, NOT_VALIDATED) and r[f"{n} rows"]:
+                mark += rf" {{\scriptsize {r[f'{n} rows']}}}"
+            if who in mut and mut[who]["exercised_by"] == n:
+                mark = rf"\underline{{{mark}}}"
             cells.append(mark)
         rows.append([first, what, *cells, f"{r['validated']} of {r['of']}", esc(r["killed"])])
     caption = (
         r"The validation's power: the simulator as it is (the model), with each scenario's own variants swapped, "
         r"and with one credit1 mechanism knocked out at a time (a compile-time switch in \texttt{sim/src} named "
         rf"after the Xen function it disables), each validated by the same rule. {KM_MARK[VALIDATED]}: validated; "
-        rf"{KM_MARK[NOT_VALIDATED]}: not; --: untestable (no counted row). Underlined: the scenario that exercises "
-        r"the mutant's mechanism. Killed: a swap not validated; a mutant validating fewer scenarios than the model and "
-        r"not its own. Regenerate: \texttt{schedlab validate-sim --mutants}."
+        rf"{KM_MARK[NOT_VALIDATED]}: not; --: untestable (no counted row); k/n: counted rows that agree. Underlined: "
+        r"the scenario that exercises the mutant's mechanism. Killed: a swap not validated; a mutant validating fewer "
+        r"scenarios than the model and not its own. Regenerate: \texttt{schedlab validate-sim --mutants}."
     )
     return latex_table(render_tabular(columns, rows), caption, "tab:validation-kill")
 
 
 def kill_matrix_text(km: pd.DataFrame) -> str:
-    """The kill matrix as a plain text table (the command's output, docs/validation.md)."""
-    cols = list(km.columns)
+    """The kill matrix as a plain text table (the command's output, docs/validation.md): per
+    scenario its verdict with the counted rows that agree."""
+    names = [c for c in km.columns if f"{c} rows" in km.columns]
     short = {VALIDATED: "yes", NOT_VALIDATED: "no", UNTESTABLE: "untestable", "": ""}
-    body = [[str(short.get(v, v)) if c not in ("validated", "of") else str(v) for c, v in zip(cols, r)]
-            for r in km.itertuples(index=False)]  # fmt: skip
+    cols = ["model", *names, "validated", "killed"]
+    body = []
+    for _, r in km.iterrows():
+        cells = [str(r["model"])]
+        for n in names:
+            v = short.get(r[n], r[n])
+            cells.append(f"{v} {r[f'{n} rows']}".strip() if r[n] in (VALIDATED, NOT_VALIDATED) else v)
+        body.append([*cells, f"{r['validated']} of {r['of']}", str(r["killed"])])
     width = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(cols)]
-    line = lambda xs: "| " + " | ".join(x.ljust(w) for x, w in zip(xs, width)) + " |"  # noqa: E731
+
+    def line(xs):
+        return "| " + " | ".join(x.ljust(w) for x, w in zip(xs, width)) + " |"
+
     return "\n".join([line(cols), "|" + "|".join("-" * (w + 2) for w in width) + "|", *map(line, body)])
 
 
@@ -1799,10 +1824,9 @@ def write_kill_matrix(verdict_files: list[Path], out_dir: Path, cfg: dict) -> pd
             raise ValidationError(
                 f"{_rel(f)}: not a scenarios.csv of schedlab validate-sim (columns {list(d.columns)})"
             )
-        if (d["model"] != MODEL).any() or Path(f).parent.name in {m["name"] for m in cfg["mutants"]}:
-            name = Path(f).parent.name
-            if name in {m["name"] for m in cfg["mutants"]}:
-                d = d.assign(model=name)
+        name = Path(f).parent.name  # a mutant's validation writes into a folder of its name
+        if name in {m["name"] for m in cfg["mutants"]}:
+            d = d[d["model"] == MODEL].assign(model=name)
         frames.append(d)
     verdicts = pd.concat(frames, ignore_index=True)
     km = kill_matrix(verdicts, cfg)

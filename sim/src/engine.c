@@ -125,9 +125,9 @@ static const char *const XT_NAME[XT_N] = { "wake", "yield", "block", "switch", "
 void xtrace(int xt, const char *ev, int cpu, const vcpu_t *v, long a, long b) {
     if (S.now >= S.warmup) {   /* as the validation counts a trace: records at or after the warm-up */
         S.xt[xt]++;
-        if (v && v->dom >= 0) S.doms[v->dom].xt[xt]++;
+        if (v && v->dom >= 0 && v->dom < S.ndom) S.doms[v->dom].xt[xt]++;   /* (--selftest has no domains) */
     }
-    if (xt == XT_SWITCH && v && v->dom >= 0) {   /* xentrace's migration: switched in on another pCPU than its last */
+    if (xt == XT_SWITCH && v && v->dom >= 0 && v->dom < S.ndom) {   /* xentrace's migration: switched in elsewhere */
         if (v->xt_last_cpu >= 0 && v->xt_last_cpu != cpu && S.now >= S.warmup) { S.xt_migr++; S.doms[v->dom].xt_migr++; }
         ((vcpu_t *)v)->xt_last_cpu = cpu;
     }

@@ -313,7 +313,7 @@ static void load_scenario(const jval_t *sc) {
     int vi = 0;
     static const char *const dk[] = { "name", "vcpus", "weight", "cap", "hard_affinity", "soft_affinity", "vcpu_hard_affinity", "home_node", "workload", NULL };
     static const char *const wk[] = { "kind", "compute_us", "lock", "io", "mem_frac", "job_work_s", "one_way_us", "link_mbps", "seg_bytes",
-                                      "wire_overhead_bytes", "window_bytes", "proc_us", "client_us",
+                                      "wire_overhead_bytes", "window_bytes", "proc_us", "client_us", "tx_notify_us",
                                       "idle_tick_ms", "idle_tick_vcpus", "idle_tick_work_us", "rx_us", "rx_per_kb_us", "tx_us", NULL };
     static const char *const lk[] = { "type", "p", "hold_us", "nlocks", "spin_threshold_us", NULL };
     static const char *const ik[] = { "p", "latency_us", NULL };
@@ -405,6 +405,8 @@ static void load_scenario(const jval_t *sc) {
             if (d->window < d->seg_bytes) die("field '%s.window_bytes' must be >= seg_bytes", wp);
             d->proc = dist(w, "proc_us", wp, 10);
             d->rr_client = dist(w, "client_us", wp, 5);
+            d->tx_notify = json_get(w, "tx_notify_us") != NULL;   /* netfront's TX completion interrupt (guest.c) */
+            d->txc = dist(w, "tx_notify_us", wp, 0);
         }
         for (int k = 0; k < d->nv; k++) {
             vcpu_t *v = calloc(1, sizeof *v);

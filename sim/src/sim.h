@@ -66,7 +66,8 @@ enum { RS_RUNNING, RS_RUNNABLE, RS_BLOCKED, RS_OFFLINE, RS_N };
 
 /* guest states */
 enum { G_IDLE, G_COMPUTE, G_HOLD, G_SPIN, G_POLL, G_IOWAIT, G_NETWAIT, G_NETPROC, G_DONE,
-       G_NBWAIT, G_NBPROC };   /* kind netback (dom0's netback thread): queue empty (blocked) / processing an item */
+       G_NBWAIT, G_NBPROC,     /* kind netback (dom0's netback thread): queue empty (blocked) / processing an item */
+       G_NETTXC };             /* a network guest handling a transmit completion (tx_notify_us) */
 
 /* The xentrace records the validation compares with real Xen's (schedlab/report/validation.py, EVENTS): each is
  * counted after warm-up, per domain and in all, whether or not a trace is written (the result's "xentrace", by
@@ -141,7 +142,7 @@ typedef struct {
     lock_t *locks;
     hist_t wait_h; hist_t lat_h;
     /* network */
-    dist_t one_way, proc, rr_client; ns_t seg_wire; int seg_bytes, window; int inflight, rxq; ns_t link_free;
+    dist_t one_way, proc, rr_client, txc; int tx_notify; ns_t seg_wire; int seg_bytes, window; int inflight, rxq; ns_t link_free;
     uint64_t rx_bytes; uint64_t rr_done; ns_t rr_sent; double lat_sum;
     uint64_t ops; uint64_t n_boost, n_boost_migr; ns_t spin_ns, useful_ns, runnable_ns;
     int irq_cpu;

@@ -1854,7 +1854,7 @@ def main_mutants(jobs: int = 2) -> int:
     import sys
 
     target = "paper/generated/validation/kill-matrix.csv"
-    cmd = ["snakemake", "--workflow-profile", "workflow/profiles/default", "--cores", str(jobs), "--quiet", "rules",
+    cmd = ["snakemake", "--workflow-profile", "workflow/profiles/default", "--quiet", "rules", "--cores", str(jobs),
            target]  # fmt: skip
     p = subprocess.run(cmd, cwd=config.ROOT)
     if p.returncode != 0:

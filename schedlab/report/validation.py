@@ -198,7 +198,7 @@ def load(path: str | os.PathLike = DEFAULT_PATH) -> dict:
         unknown = sorted(
             set(sc)
             - {"name", "description", "qemu", "domains", "sim", "rates", "shares", "known", "calibration", "swap",
-               "effects"}
+               "effects", "calibrated"}
         )  # fmt: skip
         if unknown:
             raise _bad(path, f"{w}.{unknown[0]}", "unknown field")
@@ -304,10 +304,10 @@ def load(path: str | os.PathLike = DEFAULT_PATH) -> dict:
                     raise _bad(path, f"{f}.points[{k}]", "not one of qemu.points")
             effects.append({"metric": e["metric"], "variants": (a, b), "points": list(e["points"])})
         names[name] = {"rates": list(rates), "points": pids}
-        out.append(
-            dict(sc, shares=bool(sc.get("shares", False)), known=known, _study=st, calibration=cal, swap=swap,
-                 effects=effects)
-        )  # fmt: skip
+        item = dict(sc, shares=bool(sc.get("shares", False)), known=known, _study=st, calibration=cal, swap=swap,
+                    effects=effects)  # fmt: skip
+        item["calibrated"] = _load_calibrated(sc.get("calibrated") or [], item, path, f"{w}.calibrated")
+        out.append(item)
     band = _load_band(doc, path, names)
     mutants = _load_mutants(doc.get("mutants") or [], path, names)
     return {
@@ -319,6 +319,37 @@ def load(path: str | os.PathLike = DEFAULT_PATH) -> dict:
         "scenarios": out,
         "_file": str(path),
     }
+
+
+def _load_calibrated(items, sc: dict, path, field: str) -> list[dict]:
+    """The scenario's calibrated values (`calibrated:`): each a dotted path into the mirror's
+    sim_workload (its value, or a distribution's mean, is read from there, so the list cannot
+    drift from what runs), what it is, and where it was measured (default: the calibration
+    points)."""
+    if not isinstance(items, list):
+        raise _bad(path, field, "must be a list of {path, what[, unit, measured_at]}")
+    wl = sim_study(sc)["sim_workload"]
+    out = []
+    for j, it in enumerate(items):
+        f = f"{field}[{j}]"
+        if (
+            not isinstance(it, dict)
+            or not {"path", "what"} <= set(it)
+            or set(it) - {"path", "what", "unit", "measured_at"}
+        ):
+            raise _bad(path, f, "must be {path, what[, unit, measured_at]}")
+        v: Any = wl
+        for k in str(it["path"]).split("."):
+            if not isinstance(v, dict) or k not in v:
+                raise _bad(path, f"{f}.path", f"{it['path']!r} is not in the mirror's sim_workload")
+            v = v[k]
+        if isinstance(v, dict):
+            v = v.get("mean")
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise _bad(path, f"{f}.path", f"{it['path']!r} is not a number or a distribution with a mean")
+        out.append({"path": it["path"], "what": str(it["what"]), "unit": str(it.get("unit", "")), "value": float(v),
+                    "measured_at": it.get("measured_at")})  # fmt: skip
+    return out
 
 
 MUTANT_NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -1434,6 +1465,28 @@ def effects_table(eff: pd.DataFrame, cfg: dict) -> str:
     return latex_table(render_tabular(columns, rows), caption, "tab:validation-effects")
 
 
+def calibrated_table(cfg: dict) -> str:
+    """Every calibrated value of every mirror (calibrated.tex): the value as it runs, what it is
+    and where it was measured."""
+    from schedlab.report.tables import latex_escape as esc
+    from schedlab.report.tables import latex_table, render_tabular
+
+    rows = []
+    for sc in cfg["scenarios"]:
+        points = "; ".join(f"{v} at {_point_text(p, sc)}" for v, p in sorted(sc["calibration"])) or "--"
+        for c in sc["calibrated"]:
+            val = f"{c['value']:g} {c['unit']}".strip()
+            rows.append([esc(sc["qemu"]["study"].upper()), esc(c["what"]), esc(val), esc(c["measured_at"] or points)])
+    caption = (
+        r"Every calibrated value of the simulator's mirrors, as the validation runs it, and where it was measured: "
+        r"at the scenario's calibration point (whose rows are marked and not counted), or, for dom0, on S2's "
+        r"records, the only ones that trace dom0 apart. Everything else comes from the study's design or the qemu "
+        r"options (\texttt{config/validation.yaml})."
+    )
+    return latex_table(render_tabular([("study", "l"), ("value", "p{6cm}"), ("", "r"), ("measured at", "p{4cm}")], rows),
+                       caption, "tab:validation-calibrated")  # fmt: skip
+
+
 def write_outputs(res: dict[str, pd.DataFrame], out_dir: Path, cfg: dict) -> dict[str, Path]:
     """table.tex (the paper's compact table), table-full.tex and table.csv (every quantity),
     cells.json (the sidecar), macros.tex, effects.csv and effects.tex (the effect table) and
@@ -1455,6 +1508,7 @@ def write_outputs(res: dict[str, pd.DataFrame], out_dir: Path, cfg: dict) -> dic
     tex, paper_cells = paper_table(df, cfg)
     atomic_write(out_dir / "table.tex", tex)
     atomic_write(out_dir / "effects.tex", effects_table(eff, cfg))
+    atomic_write(out_dir / "calibrated.tex", calibrated_table(cfg))
     for k, c in paper_cells.items():
         cells[k]["paper"] = {"row": c["row"], "col": c["col"], "text": c["text"]}
     write_sidecar(
@@ -1515,6 +1569,7 @@ def macros(res: dict[str, pd.DataFrame], cfg: dict | None = None) -> dict[str, s
                     m[f"band/{name}/{pid}/{_key(q)}"] = _num(v, 3)
         m["rule/rows-above-pct"] = f"{cfg['verdict']['rows_agree_above'] * 100:g}"
         m["period-ms"], m["seeds"] = f"{cfg['period_s'] * 1000:g}", str(len(cfg["seeds"]))
+        m["calibrated"] = str(sum(len(s["calibrated"]) for s in cfg["scenarios"]))
     for _, r in scv.iterrows():
         who = "" if r["model"] == MODEL else "swap/"
         k = f"{r['scenario']}/{who}"
@@ -1526,10 +1581,23 @@ def macros(res: dict[str, pd.DataFrame], cfg: dict | None = None) -> dict[str, s
         )
         if r["verdict"] == VALIDATED:
             m[f"{k}validated"] = "1"
+        if r["verdict"] == UNTESTABLE:
+            m[f"{k}untestable"] = "1"
         if who:
             m[f"{k}label"] = esc(r["model"])
+    frac = (cfg or {}).get("verdict", {}).get("rows_agree_above", 0.5)
     for name, g in df.groupby("scenario"):
         c = g[g["verdict"].isin(COUNTED)]
+        # the two guests' shares of a case are one number (they sum to 100 %): counted once
+        dup = c[(c["kind"] == "share")].groupby(["variant", "point"])["quantity"].transform("count") == 2
+        first = ~c[(c["kind"] == "share")].duplicated(["variant", "point"])
+        drop = dup[dup & ~first].index
+        once = c.drop(index=drop)
+        k1, n1 = int((once["verdict"] == AGREE).sum()), len(once)
+        m[f"{name}/shares-once/agree"], m[f"{name}/shares-once/counted"] = str(k1), str(n1)
+        v = scv[(scv["model"] == MODEL) & (scv["scenario"] == name)]
+        if len(v) and v["verdict"].iloc[0] == VALIDATED and n1 and not k1 / n1 > frac:
+            m[f"{name}/shares-once/flips"] = "1"
         m[f"{name}/agree"] = str(int((c["verdict"] == AGREE).sum()))
         m[f"{name}/miss"] = str(int((c["verdict"] == MISS).sum()))
         m[f"{name}/counted"] = str(len(c))
@@ -1843,6 +1911,10 @@ def write_kill_matrix(verdict_files: list[Path], out_dir: Path, cfg: dict) -> pd
     m["mutants"], m["mutants-killed"] = str(len(muts)), str(int((muts["killed"] == "yes").sum()))
     m["swaps"], m["swaps-killed"] = str(len(swaps)), str(int((swaps["killed"] == "yes").sum()))
     m["mutants-max-validated"] = str(int(muts["validated"].max())) if len(muts) else "0"
+    m["mutants-survived"] = str(int((muts["killed"] == "no").sum()))
+    m["swaps-testable"] = str(int((swaps["killed"] != "untestable").sum()))
+    for _, r in muts[muts["killed"] == "no"].iterrows():
+        m[f"{r['model']}/survives"] = "1"
     write_macros(out_dir / "kill-macros.tex", "validation-kill", m)
     return km
 

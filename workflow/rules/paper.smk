@@ -49,6 +49,7 @@ rule paper:
         "paper/generated/validation/macros.tex",
         "paper/generated/validation/figure.pdf",
         "paper/generated/validation/effects.tex",
+        "paper/generated/validation/calibrated.tex",
         "paper/generated/validation/effects.pdf",
         "paper/generated/validation/kill-matrix.tex",
         "paper/generated/validation/kill-macros.tex",

@@ -233,6 +233,7 @@ rule validation:
         scenarios="paper/generated/validation/scenarios.csv",
         effects="paper/generated/validation/effects.tex",
         effects_csv="paper/generated/validation/effects.csv",
+        calibrated="paper/generated/validation/calibrated.tex",
         effects_figure=report(
             "paper/generated/validation/effects.pdf",
             caption="../report/validation-effects.rst",

@@ -79,8 +79,8 @@ eff = res["effects"]
 scs = {s["name"]: s for s in cfg["scenarios"]}
 
 
-def pct(x):
-    return (x - 1) * 100 if x is not None and math.isfinite(x) else math.nan
+def fin(x):
+    return x if x is not None and math.isfinite(x) and x > 0 else math.nan
 
 
 labels = [f"{scs[r.scenario]['qemu']['study'].upper()} {r.b} vs {r.a}\n{r.metric}, {r.point}" for r in eff.itertuples()]
@@ -88,7 +88,7 @@ sns.set_theme(style="whitegrid", context="paper")
 fig, ax = plt.subplots(figsize=(6.4, 0.45 * max(len(eff), 1) + 1.2))
 for i, r in enumerate(eff.itertuples()):
     for side, off, color, name in (("xen", -0.15, "tab:blue", "real Xen (boots)"), ("sim", 0.15, "tab:orange", "simulator (seeds)")):
-        x, lo, hi = pct(getattr(r, side)), pct(getattr(r, f"{side}_low")), pct(getattr(r, f"{side}_high"))
+        x, lo, hi = fin(getattr(r, side)), fin(getattr(r, f"{side}_low")), fin(getattr(r, f"{side}_high"))
         if not math.isfinite(x):
             continue
         err = [[x - lo], [hi - x]] if math.isfinite(lo) and math.isfinite(hi) else None
@@ -96,10 +96,14 @@ for i, r in enumerate(eff.itertuples()):
                     label=name if i == 0 else None)  # fmt: skip
     mark = {"reproduced": "reproduced", "not reproduced": "NOT reproduced"}.get(r.verdict, r.verdict)
     ax.annotate(mark, (1.01, i), xycoords=("axes fraction", "data"), va="center", fontsize=7)
-ax.axvline(0, color="grey", lw=0.8)
+ax.axvline(1, color="grey", lw=0.8)
+ax.set_xscale("log")  # ratios: -50 % and +100 % equally far from no change
+ticks = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
+ax.set_xticks(ticks, [f"{(t - 1) * 100:+.0f} %" if t != 1 else "0" for t in ticks])
+ax.minorticks_off()
 ax.set_yticks(range(len(eff)), labels, fontsize=7)
 ax.invert_yaxis()
-ax.set_xlabel("effect: % change of the metric, b over a (95 % interval)")
+ax.set_xlabel("effect: change of the metric, b over a, log scale (95 % interval)")
 ax.legend(fontsize=7, loc="lower right")
 fig.tight_layout()
 (root / out_dir).mkdir(parents=True, exist_ok=True)

@@ -1910,7 +1910,8 @@ def write_kill_matrix(verdict_files: list[Path], out_dir: Path, cfg: dict) -> pd
     swaps = km[km["model"].str.startswith("swap ")]
     m["mutants"], m["mutants-killed"] = str(len(muts)), str(int((muts["killed"] == "yes").sum()))
     m["swaps"], m["swaps-killed"] = str(len(swaps)), str(int((swaps["killed"] == "yes").sum()))
-    m["mutants-max-validated"] = str(int(muts["validated"].max())) if len(muts) else "0"
+    killed = muts[muts["killed"] == "yes"]
+    m["killed-max-validated"] = str(int(killed["validated"].max())) if len(killed) else "0"
     m["mutants-survived"] = str(int((muts["killed"] == "no").sum()))
     m["swaps-testable"] = str(int((swaps["killed"] != "untestable").sum()))
     for _, r in muts[muts["killed"] == "no"].iterrows():

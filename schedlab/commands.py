@@ -28,6 +28,13 @@ def _schema_bounds(prop: str) -> tuple[int | None, int | None]:
     return s.get("minimum"), s.get("maximum")
 
 
+def _round(text: str) -> int:
+    """An argparse type: a round number (0-based)."""
+    if not re.fullmatch(r"[0-9]{1,6}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a round number (0, 1, ...)")
+    return int(text)
+
+
 def _bounded(prop: str):
     """An argparse type: an integer within the study schema's bounds for `prop`."""
 
@@ -100,6 +107,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="V",
         help="run only these variants' runs, in the whole plan's order (repeatable; "
         "a later run without it resumes and adds the others)",
+    )
+    rs.add_argument(
+        "--round",
+        action="append",
+        default=[],
+        type=_round,
+        metavar="R",
+        help="run only round R (0-based; repeatable): on qemu and lab a round is one boot (or one per "
+        "variant), so rounds can run as separate jobs side by side",
     )
     rs.add_argument(
         "--exploratory",
@@ -317,7 +333,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_run_study(args) -> int:
-    from schedlab.run import gather, run_study
+    from schedlab.run import gather, repetitions, run_study
 
     study = config.load_study(args.study)
     config.testbed_settings(study, args.testbed)
@@ -330,6 +346,13 @@ def cmd_run_study(args) -> int:
         raise config.ConfigError(
             f"{study['_file']}: field variants: unknown variant {unknown[0]!r} (known: {', '.join(study['variants'])})"
         )
+    n_rounds = 1 + max(r["round"] for r in repetitions(config.testbed_settings(study, args.testbed)))
+    past = sorted(r for r in args.round if r >= n_rounds)
+    if past:
+        raise InputError(f"--round {past[0]}: {study['study']} has rounds 0-{n_rounds - 1} on {args.testbed}")
+    if args.round:
+        # a round's job writes its own point manifests: rounds run side by side
+        points_dir = points_dir / "rounds" / "-".join(map(str, sorted(set(args.round))))
     try:
         entries = run_study(
             study,
@@ -340,6 +363,7 @@ def cmd_run_study(args) -> int:
             manifest_dir=points_dir,
             variants=set(args.variant) or None,
             exploratory=args.exploratory,
+            rounds=set(args.round) or None,
         )
     finally:
         tb.close()

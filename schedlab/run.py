@@ -398,11 +398,14 @@ def run_study(
     log=sys.stderr,
     variants: set[str] | None = None,
     exploratory: bool = False,
+    rounds: set[int] | None = None,
 ) -> dict[tuple, list[dict]]:
     """The whole study in its plan order (real hosts: variants interleaved across
     reboots, so host drift is spread over all of them). Existing records are
     reused, so a killed study resumes where it stopped. `variants`: only their runs,
-    in the same order (records keep their index in the whole plan). Where the unit is the
+    in the same order (records keep their index in the whole plan); `rounds`: only these
+    rounds' runs (where the unit is the boot, a round is one boot, or one boot per variant,
+    so independent boots can run as separate jobs side by side). Where the unit is the
     boot, the testbed boots afresh wherever the study's boot plan starts a boot (a round, or
     a variant in a round), and a run that would put more replicates of one (variant, point)
     in a boot than the design allows is refused (PointRunner)."""
@@ -411,7 +414,9 @@ def run_study(
     settings = config.testbed_settings(study, testbed_name)
     whole = plan(study, testbed_name, base_seed)
     indexed = index_plan(whole)
-    order = [e for e in whole if variants is None or e["variant"] in variants]
+    order = [
+        e for e in whole if (variants is None or e["variant"] in variants) and (rounds is None or e["round"] in rounds)
+    ]
     if settings["unit"] == "boot" and not exploratory and order:
         require_registered(study, testbed_name)
     progress, started = Progress(len(order), log), _now()

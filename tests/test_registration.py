@@ -7,6 +7,7 @@ under today's design (the others are kept and listed)."""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import subprocess
@@ -16,6 +17,8 @@ import pytest
 
 from schedlab import config, records, run, store
 from schedlab.core.testbed import RunResult, Testbed
+
+_BOOT_IDS = itertools.count(1)
 
 
 class Boots(Testbed):
@@ -37,7 +40,7 @@ class Boots(Testbed):
     def fresh_boot(self, study):
         self.fresh += 1
         if self.honour:
-            self.boot += 1
+            self.boot = next(_BOOT_IDS)  # unique across stand-ins, like a boot's run directory
 
     def run_once(self, study, variant, point, seed):
         metrics = {m["name"]: 1.0 + seed % 97 for m in config.metrics_for(study, point, "qemu")}
@@ -93,6 +96,47 @@ def test_variant_round_plan_boots_each_variant_of_each_round(committed, tmp_path
     assert tb.fresh == 2 * len(st["variants"])
 
 
+def test_rounds_run_as_separate_jobs_make_the_records_of_the_whole_study(committed, tmp_path):
+    """The workflow's run_round jobs (one per round, side by side): each boots for its round only,
+    and together they write the records one run of the whole study writes (same keys)."""
+    st = _study(runs=3, boot_plan="round")
+    whole = run.run_study(st, "qemu", tmp_path / "whole", 5, Boots(), log=_quiet())
+    jobs = []
+    for r in (2, 0, 1):  # any order, as a scheduler starts them
+        tb = Boots()
+        jobs.append(run.run_study(st, "qemu", tmp_path / "jobs", 5, tb, log=_quiet(), rounds={r}))
+        assert tb.fresh == 1  # one boot: its round
+    assert all({rec["round"] for recs in out.values() for rec in recs} == {r} for out, r in zip(jobs, (2, 0, 1)))
+
+    def keys(d):
+        return sorted(p.name for p in (d / "raw").rglob("*.json"))
+
+    assert keys(tmp_path / "jobs") == keys(tmp_path / "whole") and len(keys(tmp_path / "whole")) == sum(
+        len(v) for v in whole.values()
+    )
+
+
+def test_a_round_past_the_plan_is_a_one_line_error(tmp_path):
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "schedlab",
+            "run-study",
+            "s1",
+            "--testbed",
+            "qemu",
+            "--round",
+            "99",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--round 99" in p.stderr, p.stderr
+
+
 def test_a_second_replicate_in_one_boot_is_refused(committed, tmp_path):
     """A testbed that keeps its boot across rounds breaks the plan: the second round's run
     of the same (variant, point) is refused and not recorded."""
@@ -113,7 +157,7 @@ def test_runs_per_boot_allows_what_the_design_declares(committed, tmp_path):
     out = run.run_study(st, "qemu", tmp_path, 5, tb, log=_quiet())
     assert tb.fresh == 2
     for rs in out.values():
-        assert sorted({r["boot_id"] for r in rs}) == ["qemu:boot-1", "qemu:boot-2"] and len(rs) == 4
+        assert len({r["boot_id"] for r in rs}) == 2 and len(rs) == 4
 
 
 def test_a_warmup_runs_in_each_boot_before_its_measured_runs(committed, tmp_path):

@@ -9,6 +9,7 @@ from snakemake.utils import validate
 
 from schedlab import config as sl_config
 from schedlab import records as sl_records
+from schedlab.core import plan as sl_plan
 
 # Snakemake's own YAML loader lets a duplicate key win silently and reads YAML 1.1 numbers
 # (012 is 10): read the file again with the project's loader, which names the file and line,
@@ -56,6 +57,12 @@ def point_manifests(study, testbed):
         for v in sl_config.testbed_settings(s, testbed)["variants"]
         for pid in study_points(study, testbed)
     ]
+
+
+def study_rounds(study, testbed):
+    """The rounds of a study's plan on a testbed (on qemu and lab: its boots)."""
+    settings = sl_config.testbed_settings(STUDIES[study], testbed)
+    return sorted({r["round"] for r in sl_plan.repetitions(settings)})
 
 
 def definition_hash(study, testbed, variant, pid):

@@ -1,6 +1,6 @@
 # Run stage. On the sim, one job per (study, variant, point), in parallel; on
-# real hosts (qemu, lab), one job per study that runs the study's interleaved
-# plan in order. Either way the notebooks read data/runs/TESTBED/STUDY/all.json.
+# real hosts (qemu, lab), one job per round of the study's interleaved plan (a
+# round is a boot), in the plan's order within it. Either way the notebooks read data/runs/TESTBED/STUDY/all.json.
 #
 # Sim: one job per (testbed, study, variant, point). `schedlab run`
 # writes one raw record per run under data/raw/ (append-only, never a declared
@@ -63,19 +63,24 @@ rule gather_points:
         "../scripts/gather_points.py"
 
 
-# Real hosts: the whole study in its plan order, one host job at a time.
-rule run_study:
+# Real hosts: one job per round of the study's plan. There a round is one fresh boot (or one per
+# variant), the experimental unit, and boots are independent, so rounds may run side by side:
+# each job takes one `testbed_host`, and --resources testbed_host=N runs N at once (qemu: two
+# boots side by side measure what one alone does, docs/qemu-measurements.md; lab: a pool's size).
+# Records already on disk are reused, so a killed job resumes.
+rule run_round:
     input:
         run_inputs,
     output:
-        f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
+        f"{DATA}/runs/{{testbed}}/{{study}}/rounds/{{round}}.json",
     log:
-        f"{DATA}/logs/{{testbed}}/{{study}}.log",
+        f"{DATA}/logs/{{testbed}}/{{study}}/round-{{round}}.log",
     benchmark:
-        f"{DATA}/benchmarks/{{testbed}}/{{study}}.tsv"
+        f"{DATA}/benchmarks/{{testbed}}/{{study}}/round-{{round}}.tsv"
     wildcard_constraints:
         testbed=alternatives([tb for tb in MEASURE if tb != "sim"]),
         study="[a-z][a-z0-9_]*",
+        round="[0-9]+",
     retries: 1
     conda:
         "../../environment.yml"
@@ -91,8 +96,8 @@ rule run_study:
         ],
         study_file=lambda wc: f"{STUDIES_DIR}/{wc.study}.yaml",
         seed=SEED,
-        # DATA/runs/TESTBED/STUDY/all.json
-        data=lambda wc, output: str(Path(output[0]).parents[3]),
+        # DATA/runs/TESTBED/STUDY/rounds/ROUND.json
+        data=lambda wc, output: str(Path(output[0]).parents[4]),
         host=lambda wc: (
             f"--host {config['lab_host']}"
             if wc.testbed == "lab" and config.get("lab_host")
@@ -100,8 +105,33 @@ rule run_study:
         ),
     shell:
         "python -m schedlab.cli run-study {params.study_file} --testbed {wildcards.testbed} {params.host} "
-        "--seed {params.seed} --out {params.data} --manifest {output} 2>&1 | tee {log}; "
-        "exit ${{PIPESTATUS[0]}}"
+        "--round {wildcards.round} --seed {params.seed} --out {params.data} --manifest {output} > {log} 2>&1"
+
+
+# The study manifest once every round ran: the records of all rounds, selected as the paper
+# selects them (registered, clean, today's design).
+rule run_study:
+    input:
+        lambda wc: [
+            f"{DATA}/runs/{wc.testbed}/{wc.study}/rounds/{r}.json"
+            for r in study_rounds(wc.study, wc.testbed)
+        ],
+        study=f"{STUDIES_DIR}/{{study}}.yaml",
+    output:
+        f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
+    log:
+        f"{DATA}/logs/{{testbed}}/{{study}}.log",
+    wildcard_constraints:
+        testbed=alternatives([tb for tb in MEASURE if tb != "sim"]),
+        study="[a-z][a-z0-9_]*",
+    conda:
+        "../../environment.yml"
+    params:
+        seed=SEED,
+        data=lambda wc, output: str(Path(output[0]).parents[3]),
+    shell:
+        "python -m schedlab.cli dataset {input.study} --testbed {wildcards.testbed} --seed {params.seed} "
+        "--out {params.data} --manifest {output} > {log} 2>&1"
 
 
 # Reported but not measured in this build: the study manifest from the raw records

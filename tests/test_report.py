@@ -285,3 +285,13 @@ def test_the_lock_hazard_numbers_come_from_the_benchmark_output():
     )
     h = measured.hazard(line)
     assert h["icount5/not-explained"] == "71" and h["icount5/boots"] == "1"
+
+
+def test_the_caption_counts_a_cells_runs_per_boot_not_the_boots_runs(tmp_path):
+    """A boot of a round holds every (variant, point) of it: one run of each is 'one run each'."""
+    runs = _s1_runs(n=6)
+    runs["boot"] = [f"boot-{r}" for r in runs["repetition"]]  # round r: one boot for all four cells
+    t = StudyTable(_study(), "qemu", runs, tmp_path)
+    assert "6 fresh boots per cell (one run each)" in t._units_text()
+    two = pd.concat([runs, runs.assign(run_id=runs["run_id"] + "b")])
+    assert "(2 runs each, averaged)" in StudyTable(_study(), "qemu", two, tmp_path / "two")._units_text()

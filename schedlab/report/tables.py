@@ -550,13 +550,17 @@ class StudyTable:
         if not self.per_boot or not len(self.runs):
             return ""
         per_cell = self.runs.groupby(["variant", *self.axes])["boot"].nunique()
-        runs_per_boot = self.runs.groupby("boot")["run_id"].size()
+        # a boot holds every cell of its round: count a cell's runs in each of its boots
+        runs_per_boot = self.runs.groupby(["variant", *self.axes, "boot"])["run_id"].size()
         lo, hi = int(per_cell.min()), int(per_cell.max())
         n = f"{lo}" if lo == hi else f"{lo}--{hi}"
+        rlo, rhi = int(runs_per_boot.min()), int(runs_per_boot.max())
         each = (
             "one run each"
-            if runs_per_boot.max() == 1
-            else f"{int(runs_per_boot.min())}--{int(runs_per_boot.max())} runs each, averaged"
+            if rhi == 1
+            else f"{rlo} runs each, averaged"
+            if rlo == rhi
+            else f"{rlo}--{rhi} runs each, averaged"
         )
         return (
             f"The unit is the boot: {n} fresh boots per cell ({each}); means, tests and degrees of "

@@ -120,7 +120,7 @@ def repo_root(start: Path | None = None) -> Path:
     in notebooks/ (JupyterLab)."""
     p = (start or Path.cwd()).resolve()
     for cand in (p, *p.parents):
-        if (cand / "Snakefile").exists() and (cand / "config" / "studies").is_dir():
+        if (cand / "workflow" / "Snakefile").exists() and (cand / "config" / "studies").is_dir():
             return cand
     return config.ROOT
 

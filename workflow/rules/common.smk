@@ -143,7 +143,9 @@ def _pairs():
                 pairs.append((s, tb))
             else:
                 why = (
-                    f"{short} has fewer than 2 measured units" if short else "no records"
+                    f"{short} has fewer than 2 measured units"
+                    if short
+                    else "no records"
                 )
                 print(
                     f"schedlab: {s} on {tb}: not measured in this build and the shipped records of "

@@ -82,7 +82,7 @@ z1 = int(z0 + ZOOM_US * 1e3)
 
 
 def stats_of(r):
-    ev, io, cpu = r["events"], r["io"], r["cpu"]
+    ev, io = r["events"], r["io"]
     chains = [c for c in sim.boost_chains(ev) if t0 <= c["kick"] < t1]
     waits = [w for w in sim.wake_waits(ev, io, 0, r["end_ns"]) if t0 <= w["wake"] < t1]
     waited = [min(w["run"] if w["run"] is not None else t1, t1) - w["wake"] for w in waits]

@@ -27,7 +27,7 @@ Settings (time mode and knobs), each over --boots fresh boots and --runs runs pe
   icount5-1vcpu   icount shift 5, one vCPU: both threads on it (no cross-vCPU spinning)
 
 Prints one line per run and per setting; the last line is `not explained by Xen's own
-scheduling (icount5): X %`. It measures only (no records); docs/qemu-testbed.md has its output.
+scheduling (icount5): X %`. It measures only (no records); its output goes into the dated log docs/qemu-measurements.md.
 Needs root, QEMU, the cached images and the yield-noop Xen build (python -m schedlab.builds.images
 xen-src --patches yield-noop). About 6 min per boot on a quiet 2-core host.
 Usage: .venv/bin/python benchmarks/qemu_lock_hazard.py [--boots 2] [--runs 2] [--setting icount5 ...]

@@ -4,7 +4,7 @@ Under icount (`-icount shift=N,sleep=off`) a guest's time depends only on the in
 runs, except where something timed by the host enters: packets from this machine (the ssh
 session that drives the run, its keepalives every few seconds) and disk completions. S1's
 CPU-bound work repeats to well under 1 % this way, but its stream's throughput varied
-23-33 % (CV) between identical runs of one boot (docs/qemu-testbed.md, "S1 under icount").
+23-33 % (CV) between identical runs of one boot (docs/qemu-measurements.md, "S1 under icount").
 
 One boot of S1's virtual host (its qemu options, the `fixed` Xen), the I/O guest alone
 (`mode: alone`). Then `--runs` identical iperf3 streams (S1's client command, from dom0, of

@@ -2,7 +2,7 @@
 of guest time, against the TSC rate Xen calibrated at boot.
 
 xentrace stamps its records with the TSC, so dom0's run intervals in the records
-(`counters.sched_events.dom0`, docs/qemu-testbed.md) are in ticks. Under icount the guest's
+(`counters.sched_events.dom0`, docs/qemu-measurements.md) are in ticks. Under icount the guest's
 TSC need not tick at the rate Xen calibrated, so this measures the rate directly: one boot of
 S2's virtual host (stock Xen, S2's qemu options: icount shift 5, Xen's trace on), then
 `--runs` traced storms at overcommit 2. Per run: Xen's calibrated rate

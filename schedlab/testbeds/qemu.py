@@ -343,7 +343,7 @@ class QemuTestbed(Testbed):
                 "build_id": vm.info.get("build_id"),
             }
             # cpu_mhz: Xen's calibrated TSC rate; under icount the trace's ticks run ~5 % off it,
-            # so sched_events.tsc_span over trace_window_guest_s converts them (docs/qemu-testbed.md)
+            # so sched_events.tsc_span over trace_window_guest_s converts them (docs/qemu-measurements.md)
             res.counters["booted"] = {
                 k: vm.info.get(k)
                 for k in ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release", "cpu_mhz")

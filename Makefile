@@ -16,7 +16,7 @@ DEBS_PAPER := $(DEBS_BASE) ministat latexmk texlive-latex-base texlive-latex-rec
 	texlive-latex-extra texlive-science texlive-fonts-recommended texlive-pictures lmodern
 # the lab testbed's tests drive a real sshd and a real IPMI endpoint (ipmi_sim)
 DEBS_LAB := openipmi ipmitool openssh-server openssh-client grub2-common grub-pc-bin fdisk util-linux socat
-# the benchmark packs' tools (python -m schedlab.packs debs)
+# the benchmark packs' tools (schedlab pack debs)
 DEBS_PACKS := bc bison flex libelf-dev linux-source-6.1 pbzip2 postgresql-15 postgresql-client-15 \
 	sysbench xz-utils
 # the qemu testbed: QEMU, and what builds its dom0 image

@@ -164,7 +164,14 @@ def _parser() -> argparse.ArgumentParser:
         "(campaigns before a change of the study file); the output says so",
     )
 
-    # listed for --help only: cli.py runs `schedlab ministat` before this parser is built
+    # listed for --help only: cli.py runs `schedlab pack` and `schedlab ministat` before this
+    # parser is built
+    sub.add_parser(
+        "pack",
+        add_help=False,
+        help="run one benchmark pack alone on a target (local, ssh, a natively booted kernel) and "
+        "write its raw records (`schedlab pack -h`)",
+    )
     sub.add_parser(
         "ministat",
         add_help=False,
@@ -352,7 +359,7 @@ def cmd_dataset(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from schedlab.core.plan import plan
+    from schedlab.plan import plan
 
     study = config.load_study(args.study)
     print(f"{'#':>4}  {'variant':<10} {'point':<20} {'rep':>3}  warm-up")

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedlab.core.files import atomic_write
+from schedlab.core.files import atomic_write, cache_relative, cache_root
 from schedlab.host import sha256_file
 
 BUILD_ID = re.compile(r"^[0-9a-f]{16,64}$")
@@ -118,8 +118,6 @@ BUILD_FORMAT = 1
 
 
 def default_builds_dir() -> Path:
-    from schedlab.lab.inventory import cache_root
-
     return Path(os.environ.get("SCHEDLAB_LAB_BUILDS") or cache_root() / "builds" / "lab")
 
 
@@ -204,12 +202,7 @@ def kernel_source(config: str) -> tuple[Path, Path, dict]:
 
 def _cache_rel(p: Path) -> str:
     """A cache path as $SCHEDLAB_CACHE/...: build.json names no absolute path of this machine."""
-    from schedlab.lab.inventory import cache_root
-
-    try:
-        return "$SCHEDLAB_CACHE/" + str(Path(p).resolve().relative_to(cache_root().resolve()))
-    except ValueError:
-        return Path(p).name
+    return cache_relative(p) or Path(p).name
 
 
 # --- making one build --------------------------------------------------------------------------

@@ -1,10 +1,12 @@
-"""Benchmark packs: one module per benchmark, all of the shape of `base.Pack`.
+"""Benchmark packs: one module per benchmark tool (sysbench's two tests share one), all of
+the shape of `base.Pack`.
 
     from schedlab import packs
     packs.names()            -> ['forkexec', 'kernbench', ...]
     packs.get('pgbench')     -> the Pack object
 
-Run one alone: python -m schedlab.packs run NAME --param k=v --reps N --out DIR
+Run one alone: schedlab pack run NAME --param k=v --reps N --out DIR (schedlab.packrun, above
+the testbeds: a pack knows no target but the protocol of schedlab.targets).
 """
 
 from __future__ import annotations

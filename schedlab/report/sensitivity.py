@@ -401,7 +401,7 @@ def latin_hypercube(n: int, d: int, seed: int):
 
 def settings(plan: StudyPlan, joint_points: int, joint_seed: int) -> list[Setting]:
     """shipped; each parameter at low and at high (the others shipped); the joint points."""
-    from schedlab.core.plan import derive_seed
+    from schedlab.plan import derive_seed
 
     out = [Setting("shipped", "shipped")]
     for p in plan.parameters:
@@ -528,8 +528,8 @@ def sweep(
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from schedlab import __version__, store
-    from schedlab.core.plan import derive_seed
     from schedlab.core.testbed import RunFailed
+    from schedlab.plan import derive_seed
     from schedlab.run import _now, failed_fields, host_description, ok_fields, repo_state
     from schedlab.testbeds.sim import SimTestbed, sources_hash
 

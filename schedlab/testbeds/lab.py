@@ -245,9 +245,6 @@ class LabTestbed(Testbed):
 
 def _cache_rel(p: Path) -> str:
     """$SCHEDLAB_CACHE/... for a folder in the cache (records name no path of this machine)."""
-    from schedlab.lab.inventory import cache_root
+    from schedlab.core.files import cache_relative
 
-    try:
-        return "$SCHEDLAB_CACHE/" + str(Path(p).resolve().relative_to(cache_root().resolve()))
-    except ValueError:
-        return str(p)
+    return cache_relative(p) or str(p)

@@ -552,7 +552,7 @@ class NativeRunner:
     def _prepare(self, study: dict, bench: str, pack) -> dict:
         if bench in self._prepared:
             return self._prepared[bench]
-        from schedlab.core.plan import derive_seed
+        from schedlab.plan import derive_seed
 
         tgt = self._target
         tgt.deadline = time.monotonic() + PREPARE_TIMEOUT_S
@@ -688,7 +688,7 @@ def _drop_disk(vm: NativeVM) -> None:
         pass
 
 
-# -- a booted native guest as a pack target (python -m schedlab.packs run ... --target qemu-native:CONFIG)
+# -- a booted native guest as a pack target (schedlab pack run ... --target qemu-native:CONFIG)
 class NativeTarget:
     """Boots kernel `config` (with optional extra command line) and is the schedlab.targets
     protocol over ssh to it; close() kills QEMU. Records of pack runs on it go to testbed 'qemu'."""

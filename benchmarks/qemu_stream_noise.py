@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO))
 
 from schedlab import config  # noqa: E402
 from schedlab.testbeds.qemu import QemuTestbed  # noqa: E402
+from schedlab.testbeds.qemu_host import machine  # noqa: E402
 from schedlab.workloads import netpair  # noqa: E402
 from schedlab.workloads.xentrace import SCHED_ALL_MASK, Trace  # noqa: E402
 
@@ -114,7 +115,8 @@ def main() -> None:
     s1 = copy.deepcopy(config.load_study("s1"))
     s1["testbeds"]["qemu"]["options"] = {**s1["testbeds"]["qemu"]["options"], "sched_trace": False}
     tb = QemuTestbed(log=lambda m: print(m, file=sys.stderr, flush=True))
-    print(f"qemu options: icount_shift {tb.config(s1)['icount_shift']}, smp {tb.config(s1)['smp']}", flush=True)
+    m = machine(tb.config(s1))
+    print(f"qemu options: icount_shift {m.icount_shift}, smp {m.smp}", flush=True)
     try:
         # boots, creates the I/O guest and pauses the CPU guest: S1's alone point as measured
         tb.run_once(s1, "fixed", {"mode": "alone"}, seed=1)

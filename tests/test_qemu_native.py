@@ -283,7 +283,10 @@ def test_icount_mode_argv():
     """icount_shift: single-threaded TCG with deterministic virtual time; out-of-range shifts
     are refused with the reason."""
     from schedlab.core.testbed import RunFailed
-    from schedlab.testbeds.qemu_host import accel_argv
+    from schedlab.machine import MachineOptions
+
+    def accel_argv(options):
+        return MachineOptions.of(options).accel_argv()
 
     assert accel_argv({"accel": "tcg,thread=multi", "icount_shift": None}) == ["-accel", "tcg,thread=multi"]
     assert accel_argv({"accel": "tcg,thread=multi", "icount_shift": 3}) == [

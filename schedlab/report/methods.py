@@ -197,7 +197,9 @@ def _time_mode_text(options: dict | None, why: str | None = None) -> str:
     and why it suits the study (the study file's time_mode_why)."""
     if options is None:
         return ""
-    shift = options.get("icount_shift")
+    from schedlab.machine import MachineOptions
+
+    shift = MachineOptions.of(options).icount_shift
     if shift is None:
         text = " Guest time: multi-threaded TCG (follows the development machine's speed)."
     else:

@@ -390,9 +390,9 @@ class StudyContext:
         if tbd.get("icount_shift") is not None and "accel" in tbd:
             # Records before 2026-11-25 name the accel option, which icount overrides: say
             # what QEMU ran, as the testbed derives it
-            from schedlab.testbeds.qemu_host import accel_argv
+            from schedlab.machine import MachineOptions
 
-            tbd = {**tbd, "accel": accel_argv(tbd)[1]}
+            tbd = {**tbd, "accel": MachineOptions.of(tbd).accel_ran}
         from schedlab.report.methods import _short
 
         # A natively booted kernel runs no Xen: older records of such studies still name

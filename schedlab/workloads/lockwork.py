@@ -45,7 +45,7 @@ from typing import Any
 
 from schedlab.core.testbed import RunFailed, RunResult
 
-from ..host import Host
+from ..host import PROC_STAT_TICKS, Host
 from .xentrace import SCHED_ALL_MASK, Trace, guest_span, traced_events
 from .xl import Domains, guest_cfg
 
@@ -78,7 +78,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 RESULT = "SCHEDLAB-LOCK-RESULT"
-GUEST_TICKS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+GUEST_TICKS = PROC_STAT_TICKS  # a guest's /proc/stat ticks, as the host's
 START = "SCHEDLAB-LOCK-START"
 
 

@@ -59,7 +59,7 @@ from schedlab.core.testbed import RunFailed, RunResult
 from ..host import Host
 from ..packs.base import PackError
 from ..packs.forkexec import PACK as FORKEXEC
-from ..packs.sysbench_memory import PACK as SYSBENCH_MEMORY
+from ..packs.sysbench import MEMORY as SYSBENCH_MEMORY
 from .lockwork import (
     GUEST_TICKS,
     ensure_lock_vms,

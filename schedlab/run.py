@@ -201,7 +201,7 @@ class PointRunner:
         self.definition_hash = config.sha256(self.definition)
         self.order = order if order is not None else index_plan(plan(study, testbed_name, base_seed))
         self._build_id: str | None = None
-        self._described: dict | None = described
+        self.described: dict | None = described  # the testbed as it describes itself (once)
 
     def run_key(self, rep: int, build_id: str) -> str:
         return store.run_key_of(
@@ -301,10 +301,10 @@ class PointRunner:
             print(f"{tag}: reusing {path.name}", file=self.log, flush=True)
             return rec
         self.check_registered()
-        if self._described is None:
+        if self.described is None:
             # testbeds whose description depends on the study's options take it
             takes_study = "study" in inspect.signature(self.testbed.describe).parameters
-            self._described = self.testbed.describe(**({"study": self.study} if takes_study else {}))
+            self.described = self.testbed.describe(**({"study": self.study} if takes_study else {}))
         seed = derive_seed(self.base_seed, self.testbed_name, self.study["study"], self.variant, pid, rep)
         order = self.order.get((self.variant, pid, rep), {"index": -1, "plan_size": 0, "plan_seed": 0})
         base = {
@@ -332,7 +332,7 @@ class PointRunner:
             "provenance": {
                 **repo_state(fresh=self.registered),
                 "schedlab_version": __version__,
-                "testbed": self._described,
+                "testbed": self.described,
                 "build_id": build_id,
                 "host": host_description(),
                 "study_file_sha256": self.study.get("_sha256", ""),

@@ -42,10 +42,10 @@ LOOP = 's=$(date +%s.%N); i=0; while [ $i -lt "$1" ]; do i=$((i+1)); done; e=$(d
 
 
 def study(shift) -> dict:
-    s1 = copy.deepcopy(config.load_study("s1"))
-    q = s1["testbeds"]["qemu"]
+    netpair = copy.deepcopy(config.study_of_kind("netperf-pair"))  # the network pair's study (S1's)
+    q = netpair["testbeds"]["qemu"]
     q["options"] = {**(q.get("options") or {}), "smp": 2, "icount_shift": shift, "sched_trace": False}
-    return s1
+    return netpair
 
 
 def timed_loop(h, loops: int) -> float:

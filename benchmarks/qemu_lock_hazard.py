@@ -42,11 +42,10 @@ import statistics as st
 import sys
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from schedlab import config  # noqa: E402
 from schedlab.core.testbed import RunFailed  # noqa: E402
 from schedlab.testbeds.qemu import QemuTestbed  # noqa: E402
 
@@ -60,8 +59,7 @@ SETTINGS = {
 
 
 def study_for(setting: str, ops: int) -> dict:
-    s0 = yaml.safe_load((REPO / "config" / "studies" / "s0.yaml").read_text())
-    study = copy.deepcopy(s0)
+    study = copy.deepcopy(config.study_of_kind("ddk-build"))  # the lock workload's study (S0's)
     opts = dict(study["testbeds"]["qemu"]["options"])
     # timeouts are host wall time: generous, as a loaded host slows guest boots (not guest time)
     opts.update(lock_ops=ops, lock_vms_booted=1, sched_trace=True, guest_timeout_s=900, lock_timeout_s=1800)

@@ -112,17 +112,17 @@ def main() -> None:
     unknown = sorted(set(conds) - {"ssh", "traced", "detached"})
     if unknown:
         ap.error(f"--conditions: unknown {', '.join(unknown)}")
-    s1 = copy.deepcopy(config.load_study("s1"))
-    s1["testbeds"]["qemu"]["options"] = {**s1["testbeds"]["qemu"]["options"], "sched_trace": False}
+    netpair = copy.deepcopy(config.study_of_kind("netperf-pair"))  # the network pair's study (S1's)
+    netpair["testbeds"]["qemu"]["options"] = {**netpair["testbeds"]["qemu"]["options"], "sched_trace": False}
     tb = QemuTestbed(log=lambda m: print(m, file=sys.stderr, flush=True))
-    m = machine(tb.config(s1))
+    m = machine(tb.config(netpair))
     print(f"qemu options: icount_shift {m.icount_shift}, smp {m.smp}", flush=True)
     try:
         # boots, creates the I/O guest and pauses the CPU guest: S1's alone point as measured
-        tb.run_once(s1, "fixed", {"mode": "alone"}, seed=1)
+        tb.run_once(netpair, "fixed", {"mode": "alone"}, seed=1)
         h = tb._vm.host
         got: dict[str, list[float]] = {c: [] for c in conds}
-        pages = int(tb.config(s1)["trace_pages"])
+        pages = int(tb.config(netpair)["trace_pages"])
         via_ssh(h, a.duration)  # warm-up stream
         for i in range(a.runs):
             for cond in conds:

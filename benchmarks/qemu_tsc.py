@@ -46,12 +46,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2, help="traced storms in the one boot")
     ap.add_argument("--variant", default="pv", help="S2 variant (the lock the guests use)")
     a = ap.parse_args()
-    s2 = config.load_study("s2")
+    storm = config.study_of_kind("lock-storm")  # the lock storm's study (S2's)
     tb = QemuTestbed(log=lambda m: print(m, file=sys.stderr, flush=True))
     rates, calibrated = [], set()
     try:
         for i in range(a.runs):
-            r = tb.run_once(s2, a.variant, {"overcommit": 2}, seed=1000 + i)
+            r = tb.run_once(storm, a.variant, {"overcommit": 2}, seed=1000 + i)
             mhz = r.counters["booted"].get("cpu_mhz")
             ev, guest_s = r.counters["sched_events"], r.counters["trace_window_guest_s"]
             rate = ev["tsc_span"] / guest_s / 1e6

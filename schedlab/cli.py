@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return rc
     except BrokenPipeError:
-        # `schedlab plan s0 | head`: the reader went away; end quietly (and keep the
+        # `schedlab plan STUDY | head`: the reader went away; end quietly (and keep the
         # interpreter's final flush from failing again)
         _drop_stdout()
         return 141

@@ -116,7 +116,20 @@ def _parser() -> argparse.ArgumentParser:
     ds.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help="testbed whose records to read")
     ds.add_argument("--out", default="data", help="data folder holding raw/TESTBED/STUDY/ (default: data)")
     ds.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP + "; it selects the runs' keys")
-    ds.add_argument("--manifest", required=True, help="the study manifest to write (e.g. data/runs/qemu/s1/all.json)")
+    ds.add_argument("--manifest", required=True, help="the study manifest to write (e.g. data/runs/qemu/STUDY/all.json)")
+
+    ns = sub.add_parser(
+        "new-study",
+        help="a new study file scaffolded from an existing one (new id, titles marked TODO, the rest "
+        "copied; validated), added to the study list of config/config.yaml",
+    )
+    ns.add_argument("name", help="the new study's name (config/studies/NAME.yaml)")
+    ns.add_argument("--like", required=True, metavar="STUDY", help="the study it starts from")
+    ns.add_argument(
+        "--root",
+        help="the project folder (default: the nearest folder from here up holding config/config.yaml)",
+    )
+    ns.add_argument("--no-list", action="store_true", help="leave config/config.yaml's study list as it is")
 
     pl = sub.add_parser("plan", help="print a study's randomised, interleaved run order")
     pl.add_argument("study", help=STUDY_HELP)
@@ -132,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--lab", help="lab inventory (default: $SCHEDLAB_LAB_INVENTORY, else config/lab.yaml if present)")
 
     t = sub.add_parser("trace", help="print the runs, builds and hosts behind one number of the paper")
-    t.add_argument("table", help="table id, e.g. s0-sim (see paper/generated/*/ *.cells.json)")
+    t.add_argument("table", help="table id, STUDY-TESTBED (see paper/generated/*/ *.cells.json)")
     t.add_argument("cell", nargs="?", help="cell id (as listed without CELL), or ROW,COL")
     t.add_argument("--paper-dir", default="paper", help="paper folder holding generated/ (default: paper)")
     t.add_argument("--data-dir", default="data", help="data folder holding raw/ (default: data)")

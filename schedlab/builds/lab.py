@@ -1,8 +1,8 @@
 """Lab builds: what the lab driver installs on a host, one folder per variant build.
 
-    python -m schedlab.builds.lab make --study s1 [--variant bug] [--out DIR] [--stock debian|source]
-                                       [--manifest build/lab/s1.json]
-    python -m schedlab.builds.lab show --study s1
+    python -m schedlab.builds.lab make --study STUDY [--variant V] [--out DIR] [--stock debian|source]
+                                       [--manifest build/lab/STUDY.json]
+    python -m schedlab.builds.lab show --study STUDY
 
 A build folder is <builds dir>/<build name>/ (build name: LabTestbed.build_name,
 `xen-<patch series>_kernel-<kernel config>`; builds dir: $SCHEDLAB_LAB_BUILDS, default
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     mk = sub.add_parser("make", help="make the lab builds of a study's variants")
     sh = sub.add_parser("show", help="print the builds of a study (build ids as the driver installs them)")
     for p in (mk, sh):
-        p.add_argument("--study", required=True, help="study name or file (s1, config/studies/s1.yaml)")
+        p.add_argument("--study", required=True, help="study name or file (NAME, config/studies/NAME.yaml)")
         p.add_argument(
             "--out",
             type=Path,

@@ -59,7 +59,7 @@ def _and(items: list[str]) -> str:
 
 
 def study_label(study: str) -> str:
-    """s1 -> S1; s2native -> S2 (native): a study's name in the text."""
+    """sN -> SN; sNxyz -> SN (xyz): a study's name in the text (other names as they are)."""
     m = re.fullmatch(r"s(\d+)(\w*)", study)
     return f"S{m.group(1)}" + (f" ({m.group(2)})" if m.group(2) else "") if m else study
 

@@ -51,12 +51,7 @@ rule paper:
         "paper/generated/sensitivity/table.tex",
         "paper/generated/sensitivity/macros.tex",
         [f"paper/generated/sensitivity/{s}-tornado.pdf" for s in SENS_STUDIES],
-        "paper/generated/mechanism/figure.pdf",
-        "paper/generated/mechanism/macros.tex",
-        "paper/generated/mechanism/caption.tex",
-        "paper/generated/s1mechanism/figure.pdf",
-        "paper/generated/s1mechanism/macros.tex",
-        "paper/generated/s1mechanism/caption.tex",
+        own_figures(("figure.pdf", "macros.tex", "caption.tex")),
     output:
         "paper/main.pdf",
     log:

@@ -371,6 +371,28 @@ def cmd_dataset(args) -> int:
     return 0
 
 
+def cmd_new_study(args) -> int:
+    from schedlab.newstudy import new_study, project_root
+
+    root = Path(args.root).resolve() if args.root else project_root()
+    for path in new_study(args.name, args.like, root, add=not args.no_list):
+        print(f"wrote {_rel_to(path, root)}")
+    print(
+        f"next: edit config/studies/{args.name}.yaml (its TODO titles, then what differs from {args.like}); "
+        f"its table comes from notebooks/{args.name}.ipynb if you write one, else notebooks/generic-study.ipynb; "
+        f"its section from paper/sections/{args.name}.tex if you write one, else the template "
+        "(paper/templates/study-section.tex)"
+    )
+    return 0
+
+
+def _rel_to(path: Path, root: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def cmd_plan(args) -> int:
     from schedlab.plan import plan
 

@@ -7,9 +7,10 @@ NAMES = ("sim", "qemu", "lab")
 
 def get(name: str, **options):
     if name == "sim":
-        from .sim import SimTestbed
+        # every study on the model of its workload kind (sim_models)
+        from .sim_models import KindSimTestbed
 
-        return SimTestbed(**options)
+        return KindSimTestbed(**options)
     if name == "qemu":
         from .qemu import QemuTestbed
 

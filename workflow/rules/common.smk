@@ -232,6 +232,4 @@ def study_of_kind(kind):
     for s, st in STUDIES.items():
         if (st.get("workload") or {}).get("kind") == kind:
             return s
-    sys.exit(
-        f"schedlab: configuration error: no study of workload kind {kind!r} in the study list"
-    )
+    raise ValueError(f"no study of workload kind {kind!r} in the study list")

@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from schedlab import config
+from schedlab import config, testbeds
 from schedlab.core.inputs import InputError, one_line
 
 
@@ -54,6 +54,7 @@ TESTBED_HELP = "testbed to run on: sim (the simulator), qemu (Xen under QEMU, ro
 OUT_HELP = "data folder (records go to OUT/raw/TESTBED/STUDY/; default: data)"
 SEED_HELP = "base seed every run's seed derives from (default: config/config.yaml's seed)"
 STUDY_HELP = "study name (config/studies/NAME.yaml) or study file"
+TESTBEDS = testbeds.NAMES  # schedlab.testbeds: the one list of testbeds
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run one study point: N repetitions plus the study's warm-ups")
     r.add_argument("study", help=STUDY_HELP)
-    r.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim", help=TESTBED_HELP + " (default: sim)")
+    r.add_argument("--testbed", choices=TESTBEDS, default="sim", help=TESTBED_HELP + " (default: sim)")
     r.add_argument("--variant", required=True, help="the variant to run (one of the study's variants)")
     r.add_argument(
         "--point", action="append", default=[], metavar="AXIS=VALUE", help="the point: one AXIS=VALUE per axis"
@@ -88,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
         "(with --manifest, what the notebooks read)",
     )
     rs.add_argument("study", help=STUDY_HELP)
-    rs.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help=TESTBED_HELP)
+    rs.add_argument("--testbed", choices=TESTBEDS, required=True, help=TESTBED_HELP)
     rs.add_argument("--out", default="data", help=OUT_HELP)
     rs.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP)
     rs.add_argument("--manifest", help="write the study manifest (all.json) here")
@@ -113,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
         "e.g. the qemu records shipped with the repository; measures nothing",
     )
     ds.add_argument("study", help=STUDY_HELP)
-    ds.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help="testbed whose records to read")
+    ds.add_argument("--testbed", choices=TESTBEDS, required=True, help="testbed whose records to read")
     ds.add_argument("--out", default="data", help="data folder holding raw/TESTBED/STUDY/ (default: data)")
     ds.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP + "; it selects the runs' keys")
     ds.add_argument("--manifest", required=True, help="the study manifest to write (e.g. data/runs/qemu/STUDY/all.json)")
@@ -133,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plan", help="print a study's randomised, interleaved run order")
     pl.add_argument("study", help=STUDY_HELP)
-    pl.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim", help=TESTBED_HELP + " (default: sim)")
+    pl.add_argument("--testbed", choices=TESTBEDS, default="sim", help=TESTBED_HELP + " (default: sim)")
     pl.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP)
 
     v = sub.add_parser("verify", help="check every raw record (schema, checksum, no duplicates)")
@@ -163,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     cp.add_argument("a", metavar="A", help="the reference data folder (holding raw/TESTBED/STUDY/), e.g. data")
     cp.add_argument("b", metavar="B", help="the data folder compared with it, e.g. a re-measurement")
     cp.add_argument("--study", required=True, help=STUDY_HELP)
-    cp.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help="testbed of both folders' records")
+    cp.add_argument("--testbed", choices=TESTBEDS, required=True, help="testbed of both folders' records")
     cp.add_argument(
         "--margin",
         type=float,

@@ -9,6 +9,7 @@ from snakemake.utils import validate
 
 from schedlab import config as sl_config
 from schedlab import records as sl_records
+from schedlab import testbeds as sl_testbeds
 
 # Snakemake's own YAML loader lets a duplicate key win silently and reads YAML 1.1 numbers
 # (012 is 10): read the file again with the project's loader, which names the file and line,

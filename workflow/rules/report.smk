@@ -50,7 +50,7 @@ rule notebook:
     benchmark:
         f"{DATA}/benchmarks/notebooks/{{study}}-{{testbed}}.tsv"
     wildcard_constraints:
-        testbed="sim|qemu|lab",
+        testbed=alternatives(sl_testbeds.NAMES),
         study="[a-z][a-z0-9_]*",
     conda:
         "../../environment.yml"

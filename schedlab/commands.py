@@ -117,7 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     ds.add_argument("--testbed", choices=TESTBEDS, required=True, help="testbed whose records to read")
     ds.add_argument("--out", default="data", help="data folder holding raw/TESTBED/STUDY/ (default: data)")
     ds.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP + "; it selects the runs' keys")
-    ds.add_argument("--manifest", required=True, help="the study manifest to write (e.g. data/runs/qemu/STUDY/all.json)")
+    ds.add_argument(
+        "--manifest", required=True, help="the study manifest to write (e.g. data/runs/qemu/STUDY/all.json)"
+    )
 
     ns = sub.add_parser(
         "new-study",

@@ -26,6 +26,11 @@ Settings (time mode and knobs), each over --boots fresh boots and --runs runs pe
                   deschedule a holder while its sibling waits
   icount5-1vcpu   icount shift 5, one vCPU: both threads on it (no cross-vCPU spinning)
 
+The one-vCPU setting is the control: one lock thread, no contention at all, yet lockmod still
+times its lock path; what it reports there is the floor of the measurement itself under this
+time mode, present in every setting. The line before the last gives icount5's wait per
+acquisition beyond that floor and the share of that excess Xen's runnable time cannot explain.
+
 Prints one line per run and per setting; the last line is `not explained by Xen's own
 scheduling (icount5): X %`. It measures only (no records); its output goes into the dated log docs/qemu-measurements.md.
 Needs root, QEMU, the cached images and the yield-noop Xen build (python -m schedlab.builds.images
@@ -116,7 +121,8 @@ def main() -> int:
     if os.geteuid() != 0:
         print("qemu_lock_hazard: needs root (QEMU images)", file=sys.stderr)
         return 1
-    summary = {}
+    summary: dict[str, float] = {}
+    per_op: dict[str, tuple[float, float]] = {}  # wait and Xen's runnable time per acquisition, us
     for setting in a.setting or list(SETTINGS):
         study = study_for(setting, a.ops)
         tb = QemuTestbed(build=False)
@@ -150,12 +156,25 @@ def main() -> int:
         ne = [r["not_explained"] for r in rows]
         share = [r["wait_share"] for r in rows]
         summary[setting] = st.mean(ne)
+        per_op[setting] = (
+            st.mean(1e6 * r["wait_s"] / r["ops"] for r in rows),
+            st.mean(1e6 * r["runnable_s"] / r["ops"] for r in rows),
+        )
         print(
             f"{setting}: {boots} boots, {len(rows)} runs: waiting {100 * st.mean(share):.1f} % "
             f"({100 * min(share):.1f}-{100 * max(share):.1f}), mean wait "
             f"{st.mean(r['wait_mean_us'] for r in rows):.1f} us; not explained by Xen {100 * st.mean(ne):.1f} % "
             f"({100 * min(ne):.1f}-{100 * max(ne):.1f})",
             flush=True,
+        )
+    if "icount5" in per_op and "icount5-1vcpu" in per_op:
+        (wait, xen), (floor, _) = per_op["icount5"], per_op["icount5-1vcpu"]
+        excess = max(wait - floor, 0.0)
+        below = 1 - min(xen, excess) / excess if excess > 0 else 0.0
+        print(
+            f"icount5 beyond the one-vCPU floor: {wait:.1f} us of lock wait per acquisition, {floor:.1f} us of it "
+            f"the floor, {excess:.1f} us excess, Xen's runnable time {xen:.1f} us: {100 * below:.1f} % of the "
+            "excess not explained by Xen"
         )
     if "icount5" in summary:
         print(f"not explained by Xen's own scheduling (icount5): {100 * summary['icount5']:.1f} %")

@@ -157,6 +157,18 @@ def _parser() -> argparse.ArgumentParser:
     vs = sub.add_parser("validate-sim", help="the simulator against real credit1 (qemu records): docs/validation.md")
     vs.add_argument("--scenario", help="one scenario of config/validation.yaml (default: all)")
     vs.add_argument("--out", default="paper/generated/validation", help="folder for table.csv, table.tex, ...")
+    vs.add_argument("--sim", metavar="PATH", help="validate this simulator binary (default: sim/build/credit1sim)")
+    vs.add_argument("--mutant", metavar="NAME", help="--sim is the mutant NAME (its --version must say so)")
+    vs.add_argument(
+        "--mutants", action="store_true", help="build and validate every mutant (Snakemake, cached): the kill matrix"
+    )
+    vs.add_argument(
+        "--derive-band",
+        action="store_true",
+        help="print the band's margins from real Xen's spread across boots (for config/validation.yaml)",
+    )
+    vs.add_argument("--jobs", type=int, help="simulator runs (--mutants: Snakemake jobs) at once (default 1; 2)")
+    vs.add_argument("--data-dir", default="data", help="data folder whose raw/qemu records are the real side")
 
     cp = sub.add_parser(
         "compare",
@@ -463,6 +475,16 @@ def cmd_compare(args) -> int:
 
 
 def cmd_validate_sim(args) -> int:
-    from schedlab.report.validation import main
+    from schedlab.report import validation
 
-    return main(args.scenario, _out_dir(args.out))
+    if args.jobs is not None and args.jobs < 1:
+        raise config.ConfigError(f"--jobs {args.jobs}: must be at least 1")
+    if args.mutant and not args.sim:
+        raise config.ConfigError("--mutant NAME needs --sim PATH (the mutant's binary)")
+    if args.derive_band:
+        return validation.main_derive_band(data_dir=args.data_dir)
+    if args.mutants:
+        return validation.main_mutants(args.jobs or 2)
+    return validation.main(
+        args.scenario, _out_dir(args.out), data_dir=args.data_dir, sim=args.sim, jobs=args.jobs or 1, mutant=args.mutant
+    )

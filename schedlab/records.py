@@ -72,22 +72,22 @@ def on_disk(data_dir: Path, study: dict, testbed: str) -> list[Path]:
 
 def boot_of(record: dict) -> str | None:
     """Which boot of the testbed a record ran in (its experimental unit): the record's own
-    `boot_id` (written since designs are registered), else what its counters say: a Xen boot
-    under QEMU by its run folder (one per QEMU process), a lab host's kernel boot id, a
-    native guest's boot id; native records written before that prepare each pack once per
+    `boot_id` (written since designs are registered), else what its counters say: a native
+    guest's boot id, a Xen boot under QEMU by its run folder (one per QEMU process), a lab
+    host's kernel boot id; native records written before that prepare each pack once per
     boot in a fresh temporary directory, so that directory names the boot. None when
     nothing says."""
     if record.get("boot_id"):
         return str(record["boot_id"])
     c = record.get("counters") or {}
+    if c.get("guest_boot_id"):
+        return str(c["guest_boot_id"])
     run_dir = (c.get("boot") or {}).get("run_dir") if isinstance(c.get("boot"), dict) else None
     if run_dir:
         return f"qemu:{run_dir}"
     lab = c.get("lab") if isinstance(c.get("lab"), dict) else {}
     if lab.get("boot_id"):
         return f"{lab.get('host')}:{lab['boot_id']}"
-    if c.get("guest_boot_id"):
-        return str(c["guest_boot_id"])
     dirs = {
         v.split("/")[2]
         for v in (c.get("prepared") or {}).values()
@@ -113,7 +113,9 @@ def why_not_used(rec: dict, study: dict, testbed: str, design_hash: str) -> str 
     return None if rec["design_hash"] == design_hash else "superseded: the design changed after it was made"
 
 
-def _standing(data_dir: Path, study: dict, testbed: str) -> tuple[dict[str, tuple[Path, dict]], list[dict], int]:
+def _standing(
+    data_dir: Path, study: dict, testbed: str, any_design: bool = False
+) -> tuple[dict[str, tuple[Path, dict]], list[dict], int]:
     """The study folder's records, each checked: ({run key: (path, record)} of the ok records
     that stand for the current design, [{run_id, reason}] of those that do not, the number
     of failure records). A damaged record, or two records of one run, is an error naming it."""
@@ -138,7 +140,7 @@ def _standing(data_dir: Path, study: dict, testbed: str) -> tuple[dict[str, tupl
         seen[rec["run_key"]] = path
         if rec.get("definition_hash") not in want:
             continue  # another definition: the study file changed what is measured
-        why = why_not_used(rec, study, testbed, dhash)
+        why = None if any_design else why_not_used(rec, study, testbed, dhash)
         if why:
             not_used.append({"run_id": rec["run_id"], "reason": why})
             continue
@@ -163,14 +165,17 @@ def first_short_point(data_dir: Path, study: dict, testbed: str, need: int = 2) 
     return next((want[h] for h, k in n.items() if len(k) < need), None)
 
 
-def select(study: dict, testbed: str, data_dir: Path, base_seed: int) -> dict:
+def select(study: dict, testbed: str, data_dir: Path, base_seed: int, any_design: bool = False) -> dict:
     """The manifest of the records on disk: for every (variant, point) of the current
     definition the runs of one build, the build with the most of the plan's repetitions,
     ties to the latest; where the unit is the boot only records that stand for the
     registered design (why_not_used). Every record in the folder is checked; a damaged one,
     or two records of one run, is an error naming the file. Returns {"points": [...],
-    "missing": [...], "failed": n, "runs": n, "not_used": [{run_id, reason}]}."""
-    by_key, not_used, failed = _standing(data_dir, study, testbed)
+    "missing": [...], "failed": n, "runs": n, "not_used": [{run_id, reason}]}. `any_design`: every
+    record of the current definition whatever its design or registration (exploratory uses only,
+    such as testing the validation's power on the records made before registration; never the
+    paper's tables)."""
+    by_key, not_used, failed = _standing(data_dir, study, testbed, any_design)
     settings = config.testbed_settings(study, testbed)
     reps = [r["repetition"] for r in repetitions(settings)]
     points, missing, n_runs = [], [], 0

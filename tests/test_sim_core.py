@@ -572,3 +572,23 @@ def test_stream_is_ack_clocked_by_the_receiver_running(sim):
         co = run(sim, net_pair("net_stream", proc_us=proc, corun=True))
         assert lo < dom(co, "io")["rx_mbps"] / alone["rx_mbps"] < hi
         assert (dom(co, "io")["boosts"] == 0) == (proc == 1000)
+
+
+def test_every_ko_switch_builds_a_mutant_that_names_itself(tmp_path):
+    """sim/src's KO_ switches (the validation's mutants): each builds, and --version names it,
+    so a caller can tell a mutant from the model; two at once do not build."""
+    import re
+    import subprocess
+
+    sim = Path(__file__).resolve().parents[1] / "sim"
+    names = re.findall(r"#(?:el)?if defined\((KO_[A-Z_]+)\)\n#define SIM_MUTANT", (sim / "src" / "sim.h").read_text())
+    assert len(names) >= 8
+    srcs = sorted(str(p) for p in (sim / "src").glob("*.c"))
+    for ko in names:
+        exe = tmp_path / ko
+        subprocess.run(["gcc", "-O0", "-std=c11", "-D_GNU_SOURCE", f"-D{ko}", "-o", str(exe), *srcs, "-lm"], check=True)
+        v = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip()
+        assert v == f"credit1sim 1.0 mutant {ko}"
+    two = subprocess.run(["gcc", "-std=c11", f"-D{names[0]}", f"-D{names[1]}", "-fsyntax-only", srcs[0]],
+                         capture_output=True, text=True)  # fmt: skip
+    assert two.returncode != 0 and "at most one KO_ switch" in two.stderr

@@ -242,6 +242,11 @@ def generate(
     out = paper_dir / "generated"
     out.mkdir(parents=True, exist_ok=True)
     studies = {s: config.load_study(Path(studies_dir) / f"{s}.yaml") for s in study_names}
+    # the testbed's own measurements the text quotes (data/measured: benchmark outputs)
+    from schedlab.report.measured import macros as measured_macros
+    from schedlab.report.tables import write_macros
+
+    write_macros(out / "measured.tex", "measured", measured_macros(Path(data_dir) / "measured"))
     atomic_write(
         out / "testbeds.tex",
         "% generated: the testbeds and (study, testbed) results this paper reports\n"

@@ -24,6 +24,7 @@ void set_runstate(vcpu_t *v, int rs) {
     if (v->runstate == rs) return;
     ns_t d = S.now - v->rs_since;
     v->rs_time[v->runstate] += d;
+    if (v->runstate == RS_RUNNING && !v->is_idle && PC(v->processor)->node == S.doms[v->dom].home_node) v->home_run_ns += d;
     if (v->runstate == RS_RUNNABLE && !v->is_idle) { S.doms[v->dom].runnable_ns += d; S.runnable_ns += d; }
     v->runstate = rs; v->rs_since = S.now; v->state_entry_time = S.now;
 }
@@ -143,7 +144,7 @@ static int cpu_pick(vcpu_t *v, int commit) {
         if (idlers & bit(cpu)) break;
     }
     if (commit && spc) spc->idle_bias = cpu;
-    trace("TRC_CSCHED_PICKED_CPU", cpu, v, commit, 0);
+    xtrace(XT_PICK, "TRC_CSCHED_PICKED_CPU", cpu, v, commit, 0);
     return cpu;
 }
 
@@ -157,6 +158,9 @@ static int res_pick(vcpu_t *v) {
  * the waker's pCPU is tickled whenever new outranks cur, and, when cur is not idle, the idlers in new's affinity
  * too (all of them unless tickle_one_idle; no kick-away, no soft affinity) */
 static void runq_tickle(vcpu_t *nw) {
+#ifdef KO_RUNQ_TICKLE
+    (void)nw; return;   /* mutant: a wake never raises SCHEDULE_SOFTIRQ anywhere */
+#endif
     int cpu = nw->processor; vcpu_t *cur = PC(cpu)->curr;
     cpumask_t idle_mask = S.idlers & S.online, mask = 0;
     if (V40) {
@@ -200,7 +204,7 @@ tickle:
         int c = __builtin_ctzll(m);
         if (V_IDLERS_ON_TICKLE) S.idlers &= ~bit(c);
         S.n_tickle++;
-        trace("TRC_CSCHED_TICKLE", c, nw, 0, 0);
+        xtrace(XT_TICKLE, "TRC_CSCHED_TICKLE", c, nw, 0, 0);
         raise_softirq(c);
     }
 }
@@ -210,11 +214,15 @@ static void csched_unit_wake(vcpu_t *v) {
     if (v->is_curr || v->on_runq) return;
     int migrating = 0;
     if (V_MIGRATING_FLAG && (v->flags & F_MIGRATING)) { v->flags &= ~F_MIGRATING; migrating = 1; }
+#ifndef KO_CSCHED_UNIT_WAKE_BOOST
     if (!migrating && v->pri == PRI_UNDER && !(v->flags & F_PARKED)) {
         v->pri = PRI_BOOST; v->n_boost++; S.n_boost++; S.doms[v->dom].n_boost++;
         if (in_migrate_wake) { v->n_boost_migr++; S.n_boost_migr++; S.doms[v->dom].n_boost_migr++; }
-        trace("TRC_CSCHED_BOOST_START", v->processor, v, in_migrate_wake, 0);
+        xtrace(XT_BOOST, "TRC_CSCHED_BOOST_START", v->processor, v, in_migrate_wake, 0);
     }
+#else
+    (void)migrating;   /* mutant: a wake never BOOSTs */
+#endif
     runq_insert(v);
     PC(v->processor)->nr_runnable++;
     runq_tickle(v);
@@ -225,7 +233,7 @@ void vcpu_wake(vcpu_t *v) {
     if (v->pause == 0) {
         if (v->runstate >= RS_BLOCKED) set_runstate(v, RS_RUNNABLE);
         v->n_wakes++;
-        trace("TRC_SCHED_WAKE", v->processor, v, 0, 0);
+        xtrace(XT_WAKE, "TRC_SCHED_WAKE", v->processor, v, 0, 0);
         csched_unit_wake(v);
     } else if (!(v->pause & VPF_BLOCKED) && v->runstate == RS_BLOCKED) set_runstate(v, RS_OFFLINE);
 }
@@ -247,16 +255,18 @@ static void csched_unit_sleep(vcpu_t *v) {
 void vcpu_block(vcpu_t *v) {
     guest_pause(v, S.now);
     v->pause |= VPF_BLOCKED;
-    trace("TRC_SCHED_BLOCK", v->processor, v, 0, 0);
+    xtrace(XT_BLOCK, "TRC_SCHED_BLOCK", v->processor, v, 0, 0);
     csched_unit_sleep(v);
 }
 
 /* models vcpu_yield() [K:1517-1535] + csched_unit_yield() [C:1170-1177].  With yield "noop" (Xen < 4.1)
  * the hypercall still enters the scheduler but no YIELD flag is set. */
 void vcpu_yield(vcpu_t *v) {
-    if (!S.yield_noop) v->flags |= F_YIELD;
+#ifndef KO_CSCHED_UNIT_YIELD
+    if (!S.yield_noop) v->flags |= F_YIELD;   /* csched_unit_yield() */
+#endif
     v->n_yield++; S.n_yield++; v->yield_pending = 1;
-    trace("TRC_SCHED_YIELD", v->processor, v, 0, 0);
+    xtrace(XT_YIELD, "TRC_SCHED_YIELD", v->processor, v, 0, 0);
     if (S.yield_cost) {
         /* yield_cost_us (spec section 17): the hypercall (guest exit, do_sched_op, return) takes yield_cost on the
          * yielder's pCPU before the SCHEDULE_SOFTIRQ it raised runs on the way out; the yielder is current, so it is
@@ -318,12 +328,17 @@ void csched_acct(void) {
         dom_t *d = &S.doms[di];
         nd = d->ad_next;
         int64_t n = d->active_count, w = d->weight;
+#ifndef KO_CSCHED_ACCT_CAP
+        const int dcap = d->cap;
+#else
+        const int dcap = 0;   /* mutant: caps ignored */
+#endif
         int64_t wn = V40 ? w : w * n;   /* 4.0: a domain competes with its weight, not weight x active vCPUs */
         weight_left -= wn;
         int64_t peak = n * cpt, ccap = 0;
         if (S.credit_balance < 0) peak += div_up(-(int64_t)S.credit_balance * wn, weight_total);
-        if (d->cap) {
-            ccap = div_up((int64_t)d->cap * cpt, 100);
+        if (dcap) {
+            ccap = div_up((int64_t)dcap * cpt, 100);
             if (ccap < peak) peak = ccap;
             ccap = div_up(ccap, n);
         }
@@ -344,8 +359,12 @@ void csched_acct(void) {
             nv = v->act_next;
             v->credit += (int)fair;
             if (v->credit < 0) {
+#ifndef KO_CSCHED_ACCT_OVER
                 v->pri = PRI_OVER;
-                if (d->cap && v->credit < -ccap && !(v->flags & F_PARKED)) {
+#else
+                v->pri = PRI_UNDER;   /* mutant: no credit priority; a BOOST still ends here, as going OVER ends it */
+#endif
+                if (dcap && v->credit < -ccap && !(v->flags & F_PARKED)) {
                     v->flags |= F_PARKED; S.n_park++;
                     v->pause |= VPF_PAUSED; guest_pause(v, S.now); csched_unit_sleep(v);   /* vcpu_pause_nosync */
                 }
@@ -375,7 +394,9 @@ void csched_tick(int cpu) {
     S.this_cpu = cpu;
     vcpu_t *cur = p->curr;
     if (!cur->is_idle) {
+#ifndef KO_CSCHED_UNIT_ACCT_UNBOOST
         if (cur->pri == PRI_BOOST) { cur->pri = PRI_UNDER; trace("TRC_CSCHED_BOOST_END", cpu, cur, 0, 0); }
+#endif
         burn_credits(cur, S.now);
         if (!cur->active) acct_start(cur);
         else if (!(cur->pause & VPF_MIGRATING) && cpu_pick(cur, 0) != cpu) {
@@ -394,6 +415,9 @@ void csched_tick(int cpu) {
  * 2009 patch 95e3cd67add2 (xen-unstable before 3.4): now - v->runstate.state_entry_time, which a wake from
  * blocked also resets, so a freshly woken vCPU counts as cache-hot however long it slept. */
 static inline int cache_hot(const vcpu_t *s) {
+#ifdef KO_CSCHED_VCPU_IS_CACHE_HOT
+    (void)s; return 0;   /* mutant: nothing is cache-hot, vcpu_migration_delay has no effect */
+#endif
     ns_t stamp = S.cachehot_rule == CH_SCHED_TIME ? s->last_sched_time
                : S.cachehot_rule == CH_RUN_TIME ? s->last_run_time : s->state_entry_time;
     return S.now - stamp < S.migr_delay;
@@ -409,7 +433,7 @@ static vcpu_t *runq_steal(int peer, int cpu, int pri, int soft) {
         if (soft && !s->has_soft) continue;
         if (S.migr_delay && cache_hot(s)) { S.n_cachehot_skip++; continue; }
         if (!(balance_mask(s, soft) & bit(cpu))) continue;
-        trace("TRC_CSCHED_STOLEN_VCPU", peer, s, cpu, 0);
+        xtrace(XT_STEAL, "TRC_CSCHED_STOLEN_VCPU", peer, s, cpu, 0);
         runq_remove(s);
         s->processor = cpu; s->n_migr++; S.n_migr++;
         pp->nr_runnable--;
@@ -420,6 +444,10 @@ static vcpu_t *runq_steal(int peer, int cpu, int pri, int soft) {
 
 /* models csched_load_balance() [C:1679-1817] */
 static vcpu_t *load_balance(int cpu, vcpu_t *snext) {
+#ifdef KO_CSCHED_LOAD_BALANCE
+    runq_remove(snext);   /* mutant: the pCPU never looks at its peers' runqueues */
+    return snext;
+#endif
     int mynode = PC(cpu)->node, nn = V40 ? 1 : S.nnode;
     for (int soft = V40 ? 0 : 1; soft >= 0; soft--) {
         for (int k = 0; k < nn; k++) {
@@ -457,12 +485,15 @@ static vcpu_t *csched_schedule(int cpu, ns_t now, ns_t *tslice_out) {
     if (!scurr->is_idle) { burn_credits(scurr, now); scurr->start_time -= now; scurr->last_sched_time = now; }
     else scurr->pri = PRI_IDLE;
     int yield_blocks_rl = V_YIELD_BYPASS_RL ? (scurr->flags & F_YIELD) : 0;
+#ifdef KO_CSCHED_SCHEDULE_RATELIMIT
+    yield_blocks_rl = 1;   /* mutant: the rate limit never keeps the current vCPU */
+#endif
     if (!yield_blocks_rl && S.ratelimit && runnable(scurr) && !scurr->is_idle && runtime < S.ratelimit) {
         snext = scurr; snext->start_time += now;
         if (V_RL_REMAINING) { tslice = S.ratelimit - runtime; if (runtime < 100 * US) tslice = 100 * US; }
         else tslice = S.ratelimit;
         S.n_ratelimit++;
-        trace("TRC_CSCHED_RATELIMIT", cpu, scurr, runtime, 0);
+        xtrace(XT_RATELIMIT, "TRC_CSCHED_RATELIMIT", cpu, scurr, runtime, 0);
         goto out;
     }
     tslice = S.tslice;
@@ -527,7 +558,7 @@ void core_schedule(int cpu) {
     p->curr = snext;
     if (prev->is_idle != snext->is_idle) smt_changed(cpu);
     S.n_ctx++;
-    trace("TRC_SCHED_SWITCH", cpu, snext, prev->is_idle ? -1 : prev->dom, prev->is_idle ? -1 : prev->vidx);
+    xtrace(XT_SWITCH, "TRC_SCHED_SWITCH", cpu, snext, prev->is_idle ? -1 : prev->dom, prev->is_idle ? -1 : prev->vidx);
     p->ctx_pending = 1; p->ctx_prev = prev;
     /* ctxsw_us: switch latency; switch_cost_us: the scheduler pass (spec section 17).  Both are charged to snext,
      * whose start_time is this pass's `now`, as in Xen */
@@ -612,7 +643,7 @@ void sched_init(void) {
     }
     for (int i = 0; i < S.nvcpu; i++) {
         vcpu_t *v = S.vcpus[i];
-        v->pri = PRI_UNDER; v->credit = 0; v->last_cpu = -1;
+        v->pri = PRI_UNDER; v->credit = 0; v->last_cpu = -1; v->xt_last_cpu = -1;
         if (popcnt(v->hard) == 1) v->flags |= F_PINNED;
     }
     ev_push(S.tslice, EV_ACCT, S.master, 0, 0);

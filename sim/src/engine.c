@@ -119,6 +119,21 @@ void trace(const char *ev, int cpu, const vcpu_t *v, long a, long b) {
             (long long)S.now, ev, cpu, v ? v->dom : -1, v ? v->vidx : -1, v ? v->pri : 0, v ? v->credit : 0, a, b);
 }
 
+static const char *const XT_NAME[XT_N] = { "wake", "yield", "block", "switch", "steal", "pick", "tickle", "boost", "ratelimit" };
+
+/* A trace record the validation counts (sim.h, XT_*): counted, then traced as any other */
+void xtrace(int xt, const char *ev, int cpu, const vcpu_t *v, long a, long b) {
+    if (S.now >= S.warmup) {   /* as the validation counts a trace: records at or after the warm-up */
+        S.xt[xt]++;
+        if (v && v->dom >= 0 && v->dom < S.ndom) S.doms[v->dom].xt[xt]++;   /* (--selftest has no domains) */
+    }
+    if (xt == XT_SWITCH && v && v->dom >= 0 && v->dom < S.ndom) {   /* xentrace's migration: switched in elsewhere */
+        if (v->xt_last_cpu >= 0 && v->xt_last_cpu != cpu && S.now >= S.warmup) { S.xt_migr++; S.doms[v->dom].xt_migr++; }
+        ((vcpu_t *)v)->xt_last_cpu = cpu;
+    }
+    trace(ev, cpu, v, a, b);
+}
+
 /* ---------------- scenario reader with field-named errors ---------------- */
 static void die(const char *fmt, ...) {
     va_list ap; va_start(ap, fmt);
@@ -298,7 +313,7 @@ static void load_scenario(const jval_t *sc) {
     int vi = 0;
     static const char *const dk[] = { "name", "vcpus", "weight", "cap", "hard_affinity", "soft_affinity", "vcpu_hard_affinity", "home_node", "workload", NULL };
     static const char *const wk[] = { "kind", "compute_us", "lock", "io", "mem_frac", "job_work_s", "one_way_us", "link_mbps", "seg_bytes",
-                                      "wire_overhead_bytes", "window_bytes", "proc_us", "client_us",
+                                      "wire_overhead_bytes", "window_bytes", "proc_us", "client_us", "tx_notify_us",
                                       "idle_tick_ms", "idle_tick_vcpus", "idle_tick_work_us", "rx_us", "rx_per_kb_us", "tx_us", NULL };
     static const char *const lk[] = { "type", "p", "hold_us", "nlocks", "spin_threshold_us", NULL };
     static const char *const ik[] = { "p", "latency_us", NULL };
@@ -390,6 +405,8 @@ static void load_scenario(const jval_t *sc) {
             if (d->window < d->seg_bytes) die("field '%s.window_bytes' must be >= seg_bytes", wp);
             d->proc = dist(w, "proc_us", wp, 10);
             d->rr_client = dist(w, "client_us", wp, 5);
+            d->tx_notify = json_get(w, "tx_notify_us") != NULL;   /* netfront's TX completion interrupt (guest.c) */
+            d->txc = dist(w, "tx_notify_us", wp, 0);
         }
         for (int k = 0; k < d->nv; k++) {
             vcpu_t *v = calloc(1, sizeof *v);
@@ -423,7 +440,7 @@ static void reset_counters(void) {
     for (int i = 0; i < S.nvcpu; i++) {
         vcpu_t *v = S.vcpus[i];
         v->rs_since = S.now;   /* restart runstate accounting without touching state_entry_time */
-        memset(v->rs_time, 0, sizeof v->rs_time);
+        memset(v->rs_time, 0, sizeof v->rs_time); v->home_run_ns = 0;
         if (v->g_running) { guest_pause(v, S.now); guest_resume(v, S.now, 0); }   /* split the running segment */
         v->n_boost = v->n_boost_migr = v->n_migr = v->n_yield = v->n_yield_changed = v->n_ctx = v->n_wakes = v->ops = v->n_kicks = v->n_polls = 0;
         v->spin_ns = v->useful_ns = v->stall_ns = v->hold_ns = 0;
@@ -449,6 +466,7 @@ static void write_result(double wall) {
     double ms = sec(meas);
     /* flush runstates */
     for (int i = 0; i < S.nvcpu; i++) { vcpu_t *v = S.vcpus[i]; int rs = v->runstate; v->rs_time[rs] += S.now - v->rs_since;
+        if (rs == RS_RUNNING && S.cpu[v->processor].node == S.doms[v->dom].home_node) v->home_run_ns += S.now - v->rs_since;
         if (rs == RS_RUNNABLE) { S.doms[v->dom].runnable_ns += S.now - v->rs_since; S.runnable_ns += S.now - v->rs_since; } v->rs_since = S.now; }
     for (int i = 0; i < S.nvcpu; i++) { vcpu_t *v = S.vcpus[i]; if (v->g_running) { guest_pause(v, S.now); } }
     printf("{\"version\":\"%s\",\"seed\":%llu,\"sim_time_s\":%.9f,\"measured_s\":%.9f,\"events\":%llu,\n",
@@ -468,17 +486,26 @@ static void write_result(double wall) {
     double p50 = (double)exact_quantile(S.waits, S.nwaits, 0.5), p99 = (double)exact_quantile(S.waits, S.nwaits, 0.99);
     printf(" \"lock_wait\":{\"n\":%llu,\"mean_us\":%.4f,\"p50_us\":%.4f,\"p99_us\":%.4f},\n", (unsigned long long)S.nwaits,
            S.nwaits ? wsum / S.nwaits / 1e3 : 0.0, p50 / 1e3, p99 / 1e3);
+    printf(" \"xentrace\":{\"migrations\":%llu,\"total\":{", (unsigned long long)S.xt_migr);
+    for (int k = 0; k < XT_N; k++) printf("%s\"%s\":%llu", k ? "," : "", XT_NAME[k], (unsigned long long)S.xt[k]);
+    printf("},\n  \"by_domain\":[");
+    for (int di = 0; di < S.ndom; di++) {
+        printf("%s{\"migration\":%llu", di ? "," : "", (unsigned long long)S.doms[di].xt_migr);
+        for (int k = 0; k < XT_N; k++) printf(",\"%s\":%llu", XT_NAME[k], (unsigned long long)S.doms[di].xt[k]);
+        printf("}");
+    }
+    printf("]},\n");
     printf(" \"domains\":[\n");
     for (int di = 0; di < S.ndom; di++) {
         dom_t *d = &S.doms[di];
-        ns_t run = 0; uint64_t migr = 0, ctx = 0, yl = 0, ylc = 0, kicks = 0, polls = 0; ns_t stall = 0;
-        for (int k = 0; k < d->nv; k++) { vcpu_t *v = S.vcpus[d->first + k]; run += v->rs_time[RS_RUNNING]; migr += v->n_migr; ctx += v->n_ctx;
+        ns_t run = 0, home = 0; uint64_t migr = 0, ctx = 0, yl = 0, ylc = 0, kicks = 0, polls = 0; ns_t stall = 0;
+        for (int k = 0; k < d->nv; k++) { vcpu_t *v = S.vcpus[d->first + k]; run += v->rs_time[RS_RUNNING]; home += v->home_run_ns; migr += v->n_migr; ctx += v->n_ctx;
             yl += v->n_yield; ylc += v->n_yield_changed; kicks += v->n_kicks; polls += v->n_polls; stall += v->stall_ns; }
-        printf("  {\"name\":\"%s\",\"ops\":%llu,\"ops_per_s\":%.6f,\"useful_s\":%.9f,\"running_s\":%.9f,\"spin_s\":%.9f,\"stall_s\":%.9f,"
+        printf("  {\"name\":\"%s\",\"ops\":%llu,\"ops_per_s\":%.6f,\"useful_s\":%.9f,\"running_s\":%.9f,\"home_running_s\":%.9f,\"spin_s\":%.9f,\"stall_s\":%.9f,"
                "\"runnable_s\":%.9f,\"boosts\":%llu,\"boosts_on_migration\":%llu,\"migrations\":%llu,\"context_switches\":%llu,"
                "\"yields\":%llu,\"yields_changed\":%llu,\"kicks\":%llu,\"polls\":%llu,\"done\":%s,\"done_s\":%.9f,\"rx_mbps\":%.6f,"
                "\"rr_n\":%llu,\"rr_mean_us\":%.4f,\"rr_p99_us\":%.4f,\"lock_wait_n\":%llu,\"lock_wait_mean_us\":%.4f,\"lock_wait_p99_us\":%.4f}%s\n",
-               d->name, (unsigned long long)d->ops, d->ops / ms, sec(d->useful_ns), sec(run), sec(d->spin_ns), sec(stall),
+               d->name, (unsigned long long)d->ops, d->ops / ms, sec(d->useful_ns), sec(run), sec(home), sec(d->spin_ns), sec(stall),
                sec(d->runnable_ns), (unsigned long long)d->n_boost, (unsigned long long)d->n_boost_migr, (unsigned long long)migr,
                (unsigned long long)ctx, (unsigned long long)yl, (unsigned long long)ylc, (unsigned long long)kicks, (unsigned long long)polls,
                d->done ? "true" : "false", d->done ? sec(d->done_t) : 0.0, d->rx_bytes * 8.0 / ms / 1e6,

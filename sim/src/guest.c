@@ -8,7 +8,7 @@
 #include <string.h>
 
 static inline dom_t *D(const vcpu_t *v) { return &S.doms[v->dom]; }
-static inline int computing(int g) { return g == G_COMPUTE || g == G_HOLD || g == G_NETPROC || g == G_NBPROC; }
+static inline int computing(int g) { return g == G_COMPUTE || g == G_HOLD || g == G_NETPROC || g == G_NBPROC || g == G_NETTXC; }
 
 static void lock_take(vcpu_t *v, lock_t *L);
 static void start_compute(vcpu_t *v);
@@ -251,6 +251,7 @@ static void after_compute(vcpu_t *v) {
 }
 
 static void net_ack_and_next(vcpu_t *v);
+static void net_txc_done(vcpu_t *v);
 static void netback_done(vcpu_t *v);
 
 /* EV_GUEST: the running guest reached the end of its current segment */
@@ -283,6 +284,8 @@ void guest_event(vcpu_t *v) {
         return;
     case G_NETPROC:
         net_ack_and_next(v); return;
+    case G_NETTXC:
+        net_txc_done(v); return;
     case G_NBPROC:
         netback_done(v); return;
     default:
@@ -387,6 +390,25 @@ static void netback_enqueue(int di, int kind, int cpu) {
     }
 }
 
+/* netback has sent a guest's packet out (xenvif_tx_action): it puts the TX response on the ring and notifies the
+ * frontend (make_tx_response, notify_remote_via_irq; netfront asks for that event whenever it has consumed every
+ * response, RING_FINAL_CHECK_FOR_RESPONSES).  With tx_notify_us, a guest blocked for want of packets is woken by it
+ * (vcpu_unblock from dom0's pCPU, BOOST if UNDER), runs netfront's TX completion (xennet_tx_buf_gc) for tx_notify_us
+ * and blocks again; a guest running or runnable finds the response when it next looks, and is not woken. */
+static void net_tx_complete(dom_t *d, int cpu) {
+    vcpu_t *v = S.vcpus[d->first];
+    if (!d->tx_notify || v->g != G_NETWAIT) return;
+    v->g = G_NETTXC; v->g_rem = dist_draw(&d->txc, &v->rng);
+    S.this_cpu = cpu;
+    vcpu_unblock(v);
+}
+
+static void net_txc_done(vcpu_t *v) {
+    dom_t *d = D(v);
+    if (d->rxq > 0) { v->g = G_NETPROC; v->g_rem = dist_draw(&d->proc, &v->rng); v->g_running = 1; v->g_run_start = S.now; arm(v); }
+    else { v->g = G_NETWAIT; vcpu_block(v); }
+}
+
 /* the netback vCPU finished its head item: pass the packet on, then the next item or block */
 static void netback_done(vcpu_t *w) {
     dom_t *nb = D(w);
@@ -395,7 +417,10 @@ static void netback_done(vcpu_t *w) {
     nb->ops++;
     dom_t *d = &S.doms[it.dom];
     if (it.kind == NB_RX) net_deliver(d, w->processor);
-    else ev_push(S.now + dist_draw(&d->one_way, &S.vcpus[d->first]->rng), EV_NET, it.dom, 0, it.kind == NB_TX_ACK ? NET_ACK : NET_RESP);
+    else {
+        ev_push(S.now + dist_draw(&d->one_way, &S.vcpus[d->first]->rng), EV_NET, it.dom, 0, it.kind == NB_TX_ACK ? NET_ACK : NET_RESP);
+        net_tx_complete(d, w->processor);
+    }
     if (nb->nbq_len > 0) { w->g = G_NBPROC; w->g_rem = nb->nbq[nb->nbq_head].cost; w->g_running = 1; w->g_run_start = S.now; arm(w); }
     else { w->g = G_NBWAIT; vcpu_block(w); }
 }

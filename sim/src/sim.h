@@ -7,7 +7,40 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define SIM_VERSION "credit1sim 1.0"
+#define SIM_VERSION_BASE "credit1sim 1.0"
+/* Mutants (docs/validation.md, "Mutants"): each KO_ switch knocks out one credit1 mechanism, named after the Xen
+ * function whose work it removes; `make -C sim build/mutants/credit1sim-NAME` builds the one with KO_<NAME in
+ * capitals> (the list: config/validation.yaml, mutants).  At most one at a time; --version names it, so a caller can
+ * check what it runs (a mistyped switch would build the model itself). */
+#if defined(KO_CSCHED_UNIT_WAKE_BOOST) + defined(KO_CSCHED_UNIT_YIELD) + defined(KO_CSCHED_LOAD_BALANCE) \
+  + defined(KO_CSCHED_ACCT_OVER) + defined(KO_RUNQ_TICKLE) + defined(KO_CSCHED_VCPU_IS_CACHE_HOT) \
+  + defined(KO_CSCHED_SCHEDULE_RATELIMIT) + defined(KO_CSCHED_ACCT_CAP) + defined(KO_CSCHED_UNIT_ACCT_UNBOOST) > 1
+#error "at most one KO_ switch"
+#endif
+#if defined(KO_CSCHED_UNIT_WAKE_BOOST)
+#define SIM_MUTANT "KO_CSCHED_UNIT_WAKE_BOOST"        /* csched_unit_wake(): no UNDER -> BOOST on wake */
+#elif defined(KO_CSCHED_UNIT_YIELD)
+#define SIM_MUTANT "KO_CSCHED_UNIT_YIELD"             /* csched_unit_yield(): no YIELD flag (a yield is a plain re-schedule) */
+#elif defined(KO_CSCHED_LOAD_BALANCE)
+#define SIM_MUTANT "KO_CSCHED_LOAD_BALANCE"           /* csched_load_balance(): no runqueue stealing */
+#elif defined(KO_CSCHED_ACCT_OVER)
+#define SIM_MUTANT "KO_CSCHED_ACCT_OVER"              /* csched_acct(): never OVER, every vCPU stays UNDER */
+#elif defined(KO_RUNQ_TICKLE)
+#define SIM_MUTANT "KO_RUNQ_TICKLE"                   /* __runq_tickle(): no pCPU is tickled on a wake */
+#elif defined(KO_CSCHED_VCPU_IS_CACHE_HOT)
+#define SIM_MUTANT "KO_CSCHED_VCPU_IS_CACHE_HOT"      /* __csched_vcpu_is_cache_hot(): never hot (no migration delay) */
+#elif defined(KO_CSCHED_SCHEDULE_RATELIMIT)
+#define SIM_MUTANT "KO_CSCHED_SCHEDULE_RATELIMIT"     /* csched_schedule(): no rate limit */
+#elif defined(KO_CSCHED_ACCT_CAP)
+#define SIM_MUTANT "KO_CSCHED_ACCT_CAP"               /* csched_acct(): caps ignored (no cap on credit, no parking) */
+#elif defined(KO_CSCHED_UNIT_ACCT_UNBOOST)
+#define SIM_MUTANT "KO_CSCHED_UNIT_ACCT_UNBOOST"      /* csched_unit_acct() via csched_tick(): the tick does not end a BOOST */
+#endif
+#ifdef SIM_MUTANT
+#define SIM_VERSION SIM_VERSION_BASE " mutant " SIM_MUTANT
+#else
+#define SIM_VERSION SIM_VERSION_BASE
+#endif
 #define MAXCPU 64
 typedef int64_t ns_t;
 typedef uint64_t cpumask_t;
@@ -33,7 +66,13 @@ enum { RS_RUNNING, RS_RUNNABLE, RS_BLOCKED, RS_OFFLINE, RS_N };
 
 /* guest states */
 enum { G_IDLE, G_COMPUTE, G_HOLD, G_SPIN, G_POLL, G_IOWAIT, G_NETWAIT, G_NETPROC, G_DONE,
-       G_NBWAIT, G_NBPROC };   /* kind netback (dom0's netback thread): queue empty (blocked) / processing an item */
+       G_NBWAIT, G_NBPROC,     /* kind netback (dom0's netback thread): queue empty (blocked) / processing an item */
+       G_NETTXC };             /* a network guest handling a transmit completion (tx_notify_us) */
+
+/* The xentrace records the validation compares with real Xen's (schedlab/report/validation.py, EVENTS): each is
+ * counted after warm-up, per domain and in all, whether or not a trace is written (the result's "xentrace", by
+ * xtrace()), so the validation need not read a trace; the counts equal the trace's (tests/test_validation.py). */
+enum { XT_WAKE, XT_YIELD, XT_BLOCK, XT_SWITCH, XT_STEAL, XT_PICK, XT_TICKLE, XT_BOOST, XT_RATELIMIT, XT_N };
 
 /* event types */
 enum { EV_STIMER, EV_TICK, EV_ACCT, EV_SOFTIRQ, EV_CTXDONE, EV_GUEST, EV_WAKE, EV_NET, EV_PUSH, EV_WARMUP, EV_END };
@@ -70,6 +109,7 @@ typedef struct vcpu {
     int processor, is_running, is_curr;
     unsigned pause;
     ns_t state_entry_time; int runstate; ns_t rs_since; ns_t rs_time[RS_N];
+    ns_t home_run_ns;     /* running time on a pCPU of the domain's home node (S4's home share) */
     cpumask_t hard, soft; int has_soft;
     /* guest */
     int g; ns_t g_rem; ns_t g_run_start; int g_running; double g_factor; ns_t g_stall;
@@ -78,6 +118,7 @@ typedef struct vcpu {
     int granted;  /* ticket: lock handed to us while not running */
     int kick_pending;
     int last_cpu; ns_t last_cpu_busy;
+    int xt_last_cpu;      /* the pCPU it last ran on, as xentrace sees it (-1: never ran): migrations as xentrace counts them */
     ns_t tick_due;        /* kind idle with idle_tick_ms: nominal time of the next guest timer interrupt */
     ns_t last_run_time;   /* Xen < 4.13 struct vcpu last_run_time: set by schedule() when the vCPU is switched out */
     rng_t rng;
@@ -101,7 +142,7 @@ typedef struct {
     lock_t *locks;
     hist_t wait_h; hist_t lat_h;
     /* network */
-    dist_t one_way, proc, rr_client; ns_t seg_wire; int seg_bytes, window; int inflight, rxq; ns_t link_free;
+    dist_t one_way, proc, rr_client, txc; int tx_notify; ns_t seg_wire; int seg_bytes, window; int inflight, rxq; ns_t link_free;
     uint64_t rx_bytes; uint64_t rr_done; ns_t rr_sent; double lat_sum;
     uint64_t ops; uint64_t n_boost, n_boost_migr; ns_t spin_ns, useful_ns, runnable_ns;
     int irq_cpu;
@@ -111,6 +152,7 @@ typedef struct {
     dist_t nb_rx, nb_tx; double nb_rx_per_kb;
     struct nbitem { int dom, kind; ns_t cost; } *nbq; int nbq_head, nbq_len, nbq_cap;
     uint64_t nb_items;
+    uint64_t xt[XT_N], xt_migr;   /* XT_* records of this domain's vCPUs after warm-up (xtrace) */
 } dom_t;
 enum { W_IDLE, W_LOOP, W_CPU, W_NET_STREAM, W_NET_RR, W_NETBACK };
 
@@ -159,6 +201,7 @@ typedef struct {
              n_kickaway, n_ratelimit, n_acct, n_push, n_tick_migr, n_park, n_cachehot_skip, n_pick_avoid;
     ns_t spin_ns, runnable_ns;
     ns_t *waits; size_t nwaits, capwaits;   /* every lock wait after warm-up, for exact quantiles */
+    uint64_t xt[XT_N], xt_migr;  /* XT_* records after warm-up, all domains and idle (xtrace) */
     /* trace */
     FILE *trace; long trace_n, trace_limit; int check;
 } sim_t;
@@ -172,6 +215,7 @@ double rng_unif(rng_t *r);
 ns_t dist_draw(const dist_t *d, rng_t *r);
 void rng_seed(rng_t *r, uint64_t seed);
 void trace(const char *ev, int cpu, const vcpu_t *v, long a, long b);
+void xtrace(int xt, const char *ev, int cpu, const vcpu_t *v, long a, long b);
 void hist_add(hist_t *h, ns_t v);
 double hist_quantile(const hist_t *h, double q);
 static inline int popcnt(cpumask_t m) { return __builtin_popcountll(m); }

@@ -111,6 +111,14 @@ def shipped_folder(study, testbed):
     return f"{DATA}/raw/{testbed}/{study}"
 
 
+def validation_records():
+    """The folders of the shipped qemu records of config/validation.yaml's studies (read only)."""
+    scs = sl_config.load_yaml(Path("config/validation.yaml"))[0]["scenarios"]
+    return [
+        shipped_folder(s, "qemu") for s in sorted({sc["qemu"]["study"] for sc in scs})
+    ]
+
+
 def shipped_records(study, testbed):
     """Raw records on disk for the study's current definition on `testbed` (read only)."""
     return list(_shipped_records(study, testbed))
@@ -182,6 +190,12 @@ REPORT_CODE = sorted(
 
 # what turns a figure into a PNG and a LaTeX table into HTML for `snakemake --report`
 REPORT_VIEW = "workflow/scripts/report-view"
+
+# the validation's mutants (config/validation.yaml, docs/validation.md "Mutants")
+VALIDATION_MUTANTS = [
+    m["name"]
+    for m in sl_config.load_yaml(Path("config/validation.yaml"))[0].get("mutants") or []
+]
 
 
 def study_title(wc):

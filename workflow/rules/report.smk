@@ -191,19 +191,8 @@ rule validation:
     input:
         notebook="notebooks/validation.ipynb",
         scenarios="config/validation.yaml",
-        # the folders of the shipped qemu records of the scenarios' studies (a lambda:
-        # `snakemake --lint` wants no functions beside rules)
-        records=lambda wc: [
-            shipped_folder(s, "qemu")
-            for s in sorted(
-                {
-                    sc["qemu"]["study"]
-                    for sc in sl_config.load_yaml(Path("config/validation.yaml"))[0][
-                        "scenarios"
-                    ]
-                }
-            )
-        ],
+        # the folders of the shipped qemu records of the scenarios' studies
+        records=lambda wc: validation_records(),
         sim="sim/build/credit1sim",
         code=REPORT_CODE + ["schedlab/testbeds/sim.py"],
     output:
@@ -212,6 +201,24 @@ rule validation:
         csv="paper/generated/validation/table.csv",
         cells="paper/generated/validation/cells.json",
         macros="paper/generated/validation/macros.tex",
+        scenarios="paper/generated/validation/scenarios.csv",
+        effects="paper/generated/validation/effects.tex",
+        effects_csv="paper/generated/validation/effects.csv",
+        calibrated="paper/generated/validation/calibrated.tex",
+        effects_figure=report(
+            "paper/generated/validation/effects.pdf",
+            caption="../report/validation-effects.rst",
+            category="Figures",
+            subcategory="validation",
+            labels={"validation": "effects, sim vs qemu", "format": "PDF"},
+        ),
+        effects_png=report(
+            "paper/generated/validation/effects.png",
+            caption="../report/validation-effects.rst",
+            category="Figures",
+            subcategory="validation",
+            labels={"validation": "effects, sim vs qemu", "format": "PNG"},
+        ),
         figure=report(
             "paper/generated/validation/figure.pdf",
             caption="../report/validation-figure.rst",
@@ -284,3 +291,55 @@ rule validation_extra_table:
         "../../environment.yml"
     shell:
         "python {input.view} table {input.tex} {output} > {log} 2>&1 || {{ cat {log}; exit 1; }}"
+
+
+# The validation's power (docs/validation.md, "Mutants"): each mutant validated by the same
+# rule, from the same records, as the model (its scenario verdicts only: no swaps).
+rule validate_sim_mutant:
+    input:
+        sim="sim/build/mutants/credit1sim-{mutant}",
+        scenarios="config/validation.yaml",
+        records=lambda wc: validation_records(),
+        code=REPORT_CODE + ["schedlab/testbeds/sim.py"],
+    output:
+        f"{DATA}/derived/validation/mutants/{{mutant}}/scenarios.csv",
+    log:
+        f"{DATA}/logs/validation/mutant-{{mutant}}.log",
+    benchmark:
+        f"{DATA}/benchmarks/validation/mutant-{{mutant}}.tsv"
+    wildcard_constraints:
+        mutant="[a-z][a-z0-9_]*",
+    conda:
+        "../../environment.yml"
+    params:
+        out=lambda wc, output: str(Path(output[0]).parent),
+        # the data dir, from the output's path: DATA/derived/validation/mutants/NAME/scenarios.csv
+        data=lambda wc, output: str(Path(output[0]).parents[4]),
+    shell:
+        "python -m schedlab validate-sim --sim {input.sim} --mutant {wildcards.mutant} "
+        "--data-dir {params.data} --out {params.out} > {log} 2>&1 || {{ tail -20 {log}; exit 1; }}"
+
+
+# The kill matrix: mutant x scenario, beside the model and its scenarios' variants swapped.
+rule kill_matrix:
+    input:
+        model=rules.validation.output.scenarios,
+        mutants=expand(
+            f"{DATA}/derived/validation/mutants/{{mutant}}/scenarios.csv",
+            mutant=VALIDATION_MUTANTS,
+        ),
+        scenarios="config/validation.yaml",
+        code=REPORT_CODE,
+    output:
+        csv="paper/generated/validation/kill-matrix.csv",
+        tex="paper/generated/validation/kill-matrix.tex",
+        macros="paper/generated/validation/kill-macros.tex",
+    log:
+        f"{DATA}/logs/validation/kill-matrix.log",
+    conda:
+        "../../environment.yml"
+    params:
+        out=lambda wc, output: str(Path(output.csv).parent),
+    shell:
+        "python -m schedlab.report.validation kill-matrix --config {input.scenarios} --out {params.out} "
+        "{input.model} {input.mutants} > {log} 2>&1 || {{ cat {log}; exit 1; }}"

@@ -480,7 +480,6 @@ class SnapshotSim:
             h.update(f.relative_to(root).as_posix().encode() + b"\0")
             h.update(f.read_bytes())
         self.root, self.sources_sha256 = root, h.hexdigest()
-        self.builders_sha256 = simtb._sha256_file(Path(simtb.__file__))
         self.tb = simtb.SimTestbed(binary=root / "build" / "credit1sim")
 
     def describe(self) -> dict:
@@ -491,15 +490,7 @@ class SnapshotSim:
         return d
 
     def build_id(self, study: dict, variant: str) -> str:
-        import hashlib
-
-        sim = (study.get("variants", {}).get(variant) or {}).get("sim", {}) or {}
-        h = hashlib.sha256()
-        h.update(self.sources_sha256.encode())
-        h.update(self.builders_sha256.encode())
-        h.update(json.dumps(sim, sort_keys=True, default=str).encode())
-        h.update(json.dumps(study.get("sim_workload", {}), sort_keys=True, default=str).encode())
-        return h.hexdigest()[:16]
+        return self._simtb.build_id_of(self.sources_sha256, study, variant)
 
     def run_once(self, study: dict, variant: str, point: dict, seed: int):
         return self.tb.run_once(study, variant, point, seed)

@@ -7,10 +7,9 @@ NAMES = ("sim", "qemu", "lab")
 
 def get(name: str, **options):
     if name == "sim":
-        # every study on the model of its workload kind (sim_models)
-        from .sim_models import KindSimTestbed
+        from .sim import SimTestbed
 
-        return KindSimTestbed(**options)
+        return SimTestbed(**options)
     if name == "qemu":
         from .qemu import QemuTestbed
 

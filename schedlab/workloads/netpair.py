@@ -18,7 +18,9 @@ from typing import Any
 
 from schedlab.core.testbed import RunFailed, RunResult
 
+from ..config import ConfigError
 from ..host import Host
+from .scenario import netback_domain, sub_seed, xen_options
 from .xentrace import SCHED_ALL_MASK, Trace, guest_span, traced_events
 from .xl import Domains, guest_cfg
 
@@ -182,3 +184,43 @@ def parse_sockperf(text: str) -> tuple[float, dict[str, float]]:
     for name, v in re.findall(r"--->\s+<(MAX|MIN)> observation\s+=\s+([\d.]+)", text):
         pct[name.lower()] = float(v)
     return float(m.group(1)), pct
+
+
+# ---------------------------------------------------------------- the simulator's scenario of this workload
+
+
+def sim_scenarios(study, variant, sim, wl, point, seed):
+    """The simulator's scenarios of a run of this workload (netperf-pair): [(tag, scenario)]."""
+    mode = point["mode"]
+    out = []
+    dom0 = netback_domain(wl, wl["host"])
+    for tag, kind, params in (("stream", "net_stream", wl["stream"]), ("rr", "net_rr", wl["rr"])):
+        io = {"name": "io", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": dict(params, kind=kind)}
+        doms = [io]
+        if mode == "corun":
+            doms.append({"name": "cpu", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": {"kind": "cpu"}})
+        elif mode != "alone":
+            raise ConfigError(f"S1: unknown mode {mode!r}")
+        if dom0 is not None:
+            doms.append(dom0)
+        out.append(
+            (
+                tag,
+                {
+                    "seed": sub_seed(seed, tag),
+                    "duration_s": float(wl["duration_s"]),
+                    "warmup_s": float(wl["warmup_s"]),
+                    "host": wl["host"],
+                    "xen": xen_options(sim, wl.get("xen")),
+                    "domains": doms,
+                },
+            )
+        )
+    return out
+
+
+def sim_metrics(study, res, point, wl):
+    """The study's metrics (and the per-VM samples behind them) from the simulator's results."""
+    io_s = next(d for d in res["stream"]["domains"] if d["name"] == "io")
+    io_r = next(d for d in res["rr"]["domains"] if d["name"] == "io")
+    return ({"throughput_mbps": io_s["rx_mbps"], "latency_us": io_r["rr_mean_us"]}, {})

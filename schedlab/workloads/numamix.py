@@ -7,7 +7,7 @@ evenly; Xen reads the SRAT, `xl info -n` shows it). Point `vms` = how many VMs o
 `guest_vcpus` (2) vCPUs run the benchmarks at once; `lock_vms_booted` of them are booted
 (idle ones stay blocked on their console, as in S0).
 
-Placement (the sim's model, schedlab/testbeds/sim.py _s4): guest i's home node is
+Placement (the sim's model, `sim_scenarios` below): guest i's home node is
 (i - 1) mod nodes. Every guest is created with `cpus_soft="node:<home>"`, so libxl gives
 the domain that node affinity and Xen allocates all its memory there (checked per run from
 `xl debug-keys u`, the memory of each domain per node; with a hard `cpus="node:<home>"`
@@ -56,6 +56,7 @@ from typing import Any
 
 from schedlab.core.testbed import RunFailed, RunResult
 
+from ..config import ConfigError
 from ..host import Host
 from ..packs.base import PackError
 from ..packs.forkexec import PACK as FORKEXEC
@@ -70,6 +71,7 @@ from .lockwork import (
     trigger,
     vm_names,
 )
+from .scenario import dom0_domain, need, node_cpus, placement_map, sub_seed, xen_options
 from .xentrace import SCHED_ALL_MASK, Trace, no_lost, placement, sum_events, traced_events
 from .xl import Domains
 
@@ -328,3 +330,73 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         counters=counters,
         samples={"bursts": [round(r, 3) for r in rates], "sysbench": mibs, "lmbench": lats},
     )
+
+
+# ---------------------------------------------------------------- the simulator's scenario of this workload
+
+
+def sim_scenarios(study, variant, sim, wl, point, seed):
+    """The simulator's scenarios of a run of this workload (numa-mix): [(tag, scenario)]."""
+    n = int(point["vms"])
+    host = wl["host"]
+    ncpu = host["sockets"] * host["cores_per_socket"] * host.get("threads_per_core", 1)
+    nodes = int(host.get("nodes", 1))
+    per = ncpu // nodes
+    placement = need(sim, "placement", f"variants.{variant}.sim")
+    homes = placement_map(wl, n, nodes)
+    dom0 = dom0_domain(wl, nodes, per)
+    out = []
+    for kind in ("specjbb", "sysbench", "lmbench"):
+        kw = dict(wl["kinds"][kind])
+        kw.pop("scale", None)
+        kw.pop("metric", None)
+        kw["kind"] = "loop"
+        doms = []
+        for i in range(n):
+            node = homes[i]  # default: libxl-style placement, VMs alternate between nodes
+            cpus = node_cpus(node, per)
+            d = {"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "home_node": node, "workload": kw}
+            if placement == "pinned":
+                d["hard_affinity"] = cpus
+            elif placement == "soft":
+                d["soft_affinity"] = cpus
+            elif placement != "none":
+                raise ConfigError(f"S4: unknown placement {placement!r}")
+            doms.append(d)
+        if dom0 is not None:  # dom0 is not one of the measured VMs: appended last, left out of the metrics
+            doms.append(dom0)
+        out.append(
+            (
+                kind,
+                {
+                    "seed": sub_seed(seed, kind),
+                    "duration_s": float(wl["duration_s"]),
+                    "warmup_s": float(wl["warmup_s"]),
+                    "host": host,
+                    "memory": wl["memory"],
+                    "cache": wl.get("cache", {}),
+                    "xen": xen_options(sim, wl.get("xen")),
+                    "domains": doms,
+                },
+            )
+        )
+    return out
+
+
+def sim_metrics(study, res, point, wl):
+    """The study's metrics (and the per-VM samples behind them) from the simulator's results."""
+    m, samples = {}, {}
+    for kind in ("specjbb", "sysbench", "lmbench"):
+        r = res[kind]
+        kw = wl["kinds"][kind]
+        scale = float(kw.get("scale", 1.0))
+        vms = [d for d in r["domains"] if d["name"] != "dom0"]
+        if kw.get("metric", "throughput") == "latency":
+            # time per operation seen by one vCPU (fork+exit+wait), in us
+            nv = int(wl["vcpus_per_vm"])
+            vals = [scale * (r["measured_s"] * nv / max(d["ops"], 1)) * 1e6 for d in vms]
+        else:
+            vals = [scale * d["ops_per_s"] for d in vms]
+        m[kind] = sum(vals) / len(vals)
+        samples[kind] = vals
+    return m, samples

@@ -97,8 +97,9 @@ for i, r in df.iterrows():
 caption = (r"Published differences (\%, or ratios where only one variant was quoted) beside ours, with our "
            r"interval at the row's Holm-adjusted level (the study table's). ``inside the interval'': the "
            r"published value lies inside it, so our runs do not contradict it (agreement would take an "
-           r"equivalence test); ``same direction'': outside it, with the same sign; ``opposite'': outside, "
-           r"with the other sign. Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}.")
+           r"equivalence test); ``same direction'': outside it, significant, with the same sign; ``opposite'': "
+           r"outside, significant, with the other sign; ``outside, no detectable difference'': outside it, and "
+           r"the interval holds 0. Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}.")
 (root / out_dir).mkdir(parents=True, exist_ok=True)
 side = write_sidecar(root / out_dir / "cells.json", {"table": "agreement", "cells": cells})
 Table.from_rows(columns, rows, groups, caption, "tab:agreement").write(
@@ -110,6 +111,8 @@ for tb in tbs:
         macros[f"{tb}/inside"] = str(int((v == agreement.INSIDE).sum()))
         macros[f"{tb}/same"] = str(int((v == "same direction").sum()))
         macros[f"{tb}/opposite"] = str(int((v == "opposite").sum()))
+        macros[f"{tb}/nodiff"] = str(int((v == agreement.NO_DIFFERENCE).sum()))
+        macros[f"{tb}/compared"] = str(int(v.isin(agreement.VERDICTS).sum()))
 write_macros(root / out_dir / "macros.tex", "agreement", macros)
 macros
 
@@ -133,7 +136,8 @@ for i, r in xdf.iterrows():
            num(r["base_value"], r["base_low"], r["base_high"]), esc(r["testbed"]),
            num(r["value"], r["low"], r["high"]), esc(r["verdict"])]
     xcells[f"{r['study']}/{r['testbed']}/{r['variant']}/{r['point']}/{r['metric']}"] = {
-        "row": int(i), "col": 6, "text": row[6], "value": float(r["value"]), "low": r["low"], "high": r["high"],
+        "row": int(i), "col": 6, "text": row[6], "value": None if missing(r["value"]) else float(r["value"]),
+        "low": r["low"], "high": r["high"],
         "stat": "difference in % of the baseline mean on this testbed, beside the simulator's",
         "runs": list(r["runs"])}
     xrows.append(row)

@@ -99,19 +99,28 @@ def _nan(x) -> bool:
 
 
 INSIDE = "inside the interval"
+# outside the interval, but the interval holds 0: our runs show no detectable difference, so the
+# published value is ruled out without a direction of ours to set beside it
+NO_DIFFERENCE = "outside, no detectable difference"
+VERDICTS = (INSIDE, "same direction", "opposite", NO_DIFFERENCE)
 
 
 def verdict(pub: float, ours: float, low, high, ratio: bool) -> str:
     """INSIDE when the published value lies in [low, high] (None or an infinite end:
-    unbounded; NaN: no interval), else whether the direction is the same."""
+    unbounded; NaN: no interval); outside it, NO_DIFFERENCE where the interval holds 0 (a
+    non-significant difference has no direction), else whether the direction is the same.
+    An exact difference (low == high == ours) has a direction unless it is 0."""
     if _nan(ours):
         return "--"
     centre = 1.0 if ratio else 0.0
-    same_sign = (pub - centre) * (ours - centre) > 0 or pub == ours == centre
     lo = -math.inf if low is None else float(low)
     hi = math.inf if high is None else float(high)
-    if not ratio and not (math.isnan(lo) or math.isnan(hi)) and lo <= pub <= hi:
-        return INSIDE
+    if not ratio and not (math.isnan(lo) or math.isnan(hi)):
+        if lo <= pub <= hi:
+            return INSIDE
+        if lo <= centre <= hi:
+            return NO_DIFFERENCE
+    same_sign = (pub - centre) * (ours - centre) > 0 or pub == ours == centre
     return "same direction" if same_sign else "opposite"
 
 
@@ -134,14 +143,17 @@ def build(studies: dict[str, dict], testbeds: list[str], paper_dir: Path) -> pd.
     return df
 
 
-CROSS_VERDICTS = ("same direction", "one testbed only", "neither significant", "opposite")
+CROSS_VERDICTS = ("same direction", "one testbed only", "neither significant", "opposite", "untestable")
 
 
 def cross_verdict(a: dict, b: dict) -> str:
     """Two testbeds' comparison cells for the same (study, metric, variant, point): whether
     both are significant and in which directions (not agreement in size: that would take
     an equivalence test)."""
-    sa, sb = a.get("significant"), b.get("significant")
+    if _nan(a.get("value")) or _nan(b.get("value")):
+        return "untestable"  # a row with too few units on one side has no difference to set beside
+    # an exact difference (a deterministic model's: no test) has a direction unless it is 0
+    sa, sb = (x.get("significant") or (x.get("test") == "exact" and x.get("value") != 0) for x in (a, b))
     if sa and sb:
         return "same direction" if (a["value"] > 0) == (b["value"] > 0) else "opposite"
     if sa or sb:

@@ -205,7 +205,13 @@ def test_agreement_verdicts_use_the_interval():
     assert agreement.cross_verdict(a, {"value": 2.0, "significant": True}) == "same direction"
     assert agreement.cross_verdict(a, {"value": -2.0, "significant": True}) == "opposite"
     assert agreement.cross_verdict(a, {"value": None, "significant": False}) == "untestable"
-    assert set(agreement.CROSS_VERDICTS) == {"same direction", "opposite", "one testbed only", "neither significant", "untestable"}
+    assert set(agreement.CROSS_VERDICTS) == {
+        "same direction",
+        "opposite",
+        "one testbed only",
+        "neither significant",
+        "untestable",
+    }
 
 
 def test_agreement_rows_carry_the_interval():

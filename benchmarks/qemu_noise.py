@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--icount-shift", default="5", help="0..5, or 'none' for multi-threaded TCG")
     ap.add_argument("--runs", type=int, default=3, help="measured runs per workload and condition")
     ap.add_argument("--lock-vms", type=int, default=1, help="VMs of the lock workload (S0's)")
-    ap.add_argument("--burst-s", type=int, default=30, help="S3 burst run length (guest seconds)")
+    ap.add_argument("--burst-s", type=int, default=30, help="bursts workload run length (guest seconds)")
     a = ap.parse_args()
     shift = None if a.icount_shift == "none" else int(a.icount_shift)
     lock, bursts = studies(a.lock_vms, a.burst_s, shift)

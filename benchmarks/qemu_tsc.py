@@ -44,7 +44,7 @@ def median_log2_ticks(hist: dict[str, int]) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=2, help="traced storms in the one boot")
-    ap.add_argument("--variant", default="pv", help="S2 variant (the lock the guests use)")
+    ap.add_argument("--variant", default="pv", help="variant of the lock-storm study (the lock the guests use)")
     a = ap.parse_args()
     storm = config.study_of_kind("lock-storm")  # the lock storm's study (S2's)
     tb = QemuTestbed(log=lambda m: print(m, file=sys.stderr, flush=True))

@@ -32,15 +32,9 @@ from schedlab.core.testbed import RunFailed, RunResult
 
 from . import bursts, lockstorm, lockwork, netpair, numamix, xl
 
-# kind -> the module that holds it: its Xen run (`run(host, domains, options, point, seed,
-# booted) -> RunResult`) and its simulator scenario (`sim_scenarios`, `sim_metrics`)
-KINDS = {
-    "netperf-pair": netpair,
-    "ddk-build": lockwork,
-    "lock-storm": lockstorm,
-    "specjbb-like": bursts,
-    "numa-mix": numamix,
-}
+# kind -> the module that holds it (each names its kind, KIND): its Xen run (`run(host, domains,
+# options, point, seed, booted) -> RunResult`) and its simulator scenario (`sim_scenarios`, `sim_metrics`)
+KINDS = {m.KIND: m for m in (netpair, lockwork, lockstorm, bursts, numamix)}
 WORKLOADS: dict[str, Callable[..., RunResult]] = {kind: m.run for kind, m in KINDS.items()}
 
 # Options every workload understands, with defaults; testbeds merge the study's

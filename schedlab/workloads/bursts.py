@@ -41,6 +41,9 @@ from .scenario import dom0_domain, ncpus, sub_seed, xen_options
 from .xentrace import SCHED_ALL_MASK, Trace, no_lost, placement, traced_events
 from .xl import Domains, parse_sched_credit
 
+# the study files' workload.kind this module runs (workloads.KINDS); its errors name it
+KIND = "specjbb-like"
+
 DEFAULTS: dict[str, Any] = {
     "burst_duration_s": 10,  # fixed duration of one measurement
     "burst_compute_loops": 1000000,  # ~1 ms of busy work at ~1 loop/ns (TCG, idle host)
@@ -51,7 +54,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
-    vms = point_vms(point, "S3")
+    vms = point_vms(point, KIND)
     dur = float(opts["burst_duration_s"])
     params = module_params(
         opts,
@@ -76,12 +79,12 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     trace = Trace(h, pages=int(opts["trace_pages"]), **({"mask": SCHED_ALL_MASK} if opts["sched_trace"] else {}))
     results = run_lock_vms(h, doms, opts, booted_names, names, params, "", seed, counters, during=lambda: trace)
     ids = {i: n for i, n in doms.ids().items() if n in names}
-    where = no_lost(placement(trace.data, ids), "S3", opts)
+    where = no_lost(placement(trace.data, ids), KIND, opts)
     if opts["sched_trace"]:
-        counters["sched_events"] = traced_events(trace, doms, names, "S3", opts, where)
+        counters["sched_events"] = traced_events(trace, doms, names, KIND, opts, where)
     if not where["per_vcpu"]:
         raise RunFailed(
-            f"S3: the trace ({len(trace.data)} bytes, {where['records']} records) has no "
+            f"{KIND}: the trace ({len(trace.data)} bytes, {where['records']} records) has no "
             f"runstate change of {', '.join(names)}"
         )
     secs = sum(r["elapsed_ns"] for r in results.values()) / len(results) / 1e9

@@ -33,6 +33,9 @@ from .scenario import dom0_domain, need, sub_seed, xen_options
 from .xentrace import SCHED_ALL_MASK, Trace, traced_events
 from .xl import Domains
 
+# the study files' workload.kind this module runs (workloads.KINDS); its errors name it
+KIND = "lock-storm"
+
 DEFAULTS: dict[str, Any] = {
     "storm_duration_s": 12,  # fixed duration of one measurement
     # Busy work in loop iterations (~1 ns each under TCG on an idle host; see lockwork).
@@ -45,7 +48,7 @@ DEFAULTS: dict[str, Any] = {
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
     k = int(point.get("overcommit", 1))
     if k < 1:
-        raise RunFailed(f"S2: overcommit={k}")
+        raise RunFailed(f"{KIND}: overcommit={k}")
     guest = opts.get("variant_guest") or {}
     boot = str(guest.get("boot") or "")
     flavour = opts["storm_flavour"]
@@ -76,11 +79,11 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         h, doms, opts, booted_names, names, params, boot, seed, counters, during=trace and (lambda: trace)
     )
     if trace is not None:
-        counters["sched_events"] = traced_events(trace, doms, names, "S2", opts)
+        counters["sched_events"] = traced_events(trace, doms, names, KIND, opts)
     want_pv = 0 if "xen_nopvspin" in boot.split() else 1
     for n, r in results.items():
         if flavour == "kernel" and r.get("pvspin") not in (want_pv, -1):
-            raise RunFailed(f"S2: {n} reports pvspin={r.get('pvspin')}, but boot options {boot!r} want {want_pv}")
+            raise RunFailed(f"{KIND}: {n} reports pvspin={r.get('pvspin')}, but boot options {boot!r} want {want_pv}")
     pooled = merge_hists(list(results.values()))
     wmax = max(r["wait_max_ns"] for r in results.values())
     p99 = hist_percentile(pooled, 0.99, wmax)

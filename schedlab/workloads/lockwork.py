@@ -50,6 +50,9 @@ from .scenario import dom0_domain, ncpus, need, sub_seed, xen_options
 from .xentrace import SCHED_ALL_MASK, Trace, guest_span, traced_events
 from .xl import Domains, guest_cfg
 
+# the study files' workload.kind this module runs (workloads.KINDS); its errors name it
+KIND = "ddk-build"
+
 FLAVOURS = ("ticket", "spin-yield", "kernel", "none")
 
 # Options shared by lockwork (S0) and lockstorm (S2); each module sets its own defaults
@@ -300,11 +303,12 @@ def run_lock_vms(
     return results
 
 
-def point_vms(point: dict, study: str) -> int:
-    """The point's `vms` (how many lock guests run the benchmark), at least 1."""
+def point_vms(point: dict, what: str) -> int:
+    """The point's `vms` (how many lock guests run the benchmark), at least 1; `what` (the
+    workload kind) names the error."""
     vms = int(point.get("vms", 1))
     if vms < 1:
-        raise RunFailed(f"{study}: vms={vms}")
+        raise RunFailed(f"{what}: vms={vms}")
     return vms
 
 
@@ -353,7 +357,7 @@ def module_params(
 
 
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
-    vms = point_vms(point, "S0")
+    vms = point_vms(point, KIND)
     guest = opts.get("variant_guest") or {}
     flavour = opts["lock_flavour"] or guest.get("lock") or "spin-yield"
     boot = str(guest.get("boot") or "")
@@ -379,11 +383,11 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         h, doms, opts, booted_names, vm_names(vms), params, boot, seed, counters, during=trace and (lambda: trace)
     )
     if trace is not None:
-        counters["sched_events"] = traced_events(trace, doms, vm_names(vms), "S0", opts)
+        counters["sched_events"] = traced_events(trace, doms, vm_names(vms), KIND, opts)
     times = [results[n]["elapsed_ns"] / 1e9 for n in vm_names(vms)]
     for n in vm_names(vms):
         if results[n]["ops"] != int(opts["lock_ops"]):
-            raise RunFailed(f"S0: {n} did {results[n]['ops']} ops, wanted {opts['lock_ops']}")
+            raise RunFailed(f"{KIND}: {n} did {results[n]['ops']} ops, wanted {opts['lock_ops']}")
     pooled = merge_hists(list(results.values()))
     counters["wait_p99_us_pooled"] = round(
         hist_percentile(pooled, 0.99, max(r["wait_max_ns"] for r in results.values())) / 1000, 3
@@ -447,6 +451,6 @@ def sim_metrics(study, res, point, wl):
     frac = float(wl.get("job_fraction", 1.0))
     vms = [d for d in r["domains"] if d["name"].startswith("vm")]
     if not all(d["done"] for d in vms):
-        raise RunFailed("S0: a build did not finish within max_sim_s")
+        raise RunFailed(f"{KIND}: a build did not finish within max_sim_s")
     times = [d["done_s"] / frac for d in vms]
     return ({"time_s": sum(times) / len(times), "throughput": sum(100000.0 / t for t in times)}, {"time_s": times})

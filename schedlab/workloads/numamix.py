@@ -75,6 +75,9 @@ from .scenario import dom0_domain, need, node_cpus, placement_map, sub_seed, xen
 from .xentrace import SCHED_ALL_MASK, Trace, no_lost, placement, sum_events, traced_events
 from .xl import Domains
 
+# the study files' workload.kind this module runs (workloads.KINDS); its errors name it
+KIND = "numa-mix"
+
 DEFAULTS: dict[str, Any] = {
     "numa_phase_s": 10,  # bursts and sysbench: seconds each
     "numa_burst_loops": 1000000,  # ~1 ms of busy work per burst under TCG (sim: exp mean 1000 us)
@@ -145,15 +148,15 @@ def decode_bench(line: str, vm: str) -> tuple[int, str, dict]:
     """A SCHEDLAB-BENCH-RESULT line -> (exit status, the program's output, guest ticks)."""
     m = re.search(r"\brc=(\d+)", line)
     if not m:
-        raise RunFailed(f"S4: {vm}: benchmark result line without rc=: {line.strip()[:300]}")
+        raise RunFailed(f"{KIND}: {vm}: benchmark result line without rc=: {line.strip()[:300]}")
     e = re.search(r"\berror=(\S+)", line)
     if e:
-        raise RunFailed(f"S4: {vm}: benchmark failed in the guest ({e.group(1)}): {line.strip()[:300]}")
+        raise RunFailed(f"{KIND}: {vm}: benchmark failed in the guest ({e.group(1)}): {line.strip()[:300]}")
     o = re.search(r"\bout=(\S*)", line)
     try:
         out = base64.b64decode(o.group(1) if o else "", validate=True).decode(errors="replace")
     except ValueError as err:
-        raise RunFailed(f"S4: {vm}: benchmark output is not base64 ({err}): {line.strip()[:300]}") from None
+        raise RunFailed(f"{KIND}: {vm}: benchmark output is not base64 ({err}): {line.strip()[:300]}") from None
     t = re.search(r"\bguest_ticks=([\d,]+)", line)
     ticks = dict(zip(GUEST_TICKS, (int(x) for x in t.group(1).split(",")))) if t else {}
     return int(m.group(1)), out, ticks
@@ -170,30 +173,30 @@ def bench_results(pack, lines: dict[str, str], phase: dict) -> dict[str, dict]:
         phase.setdefault("guest_ticks", {})[n] = ticks
         if rc != 0:
             raise RunFailed(
-                f"S4: {n}: {pack.name} exited with status {rc} (token {phase.get('token')}):\n{text[-1500:]}"
+                f"{KIND}: {n}: {pack.name} exited with status {rc} (token {phase.get('token')}):\n{text[-1500:]}"
             )
         try:
             out[n] = pack.parse(text, f"{n} token={phase.get('token')}")
         except PackError as e:
-            raise RunFailed(f"S4: {n}: {e}") from e
+            raise RunFailed(f"{KIND}: {n}: {e}") from e
     return out
 
 
 # -- the run -------------------------------------------------------------------------------------
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
-    vms = point_vms(point, "S4")
+    vms = point_vms(point, KIND)
     guest = opts.get("variant_guest") or {}
     policy = guest.get("placement")
     if policy not in PLACEMENTS:
         raise RunFailed(
-            f"S4: variant {opts.get('variant')!r}: guest.placement {policy!r} is not one of {', '.join(PLACEMENTS)}"
+            f"{KIND}: variant {opts.get('variant')!r}: guest.placement {policy!r} is not one of {', '.join(PLACEMENTS)}"
         )
     info_n = h.run(["xl", "info", "-n"], timeout=60).stdout
     nodes_of = cpu_nodes(info_n)
     nodes = sorted(set(nodes_of.values()))
     if len(nodes) < 2:
         raise RunFailed(
-            f"S4 needs a host with 2 or more NUMA nodes; xl info -n shows {len(nodes)} (qemu testbed option numa_nodes)"
+            f"{KIND} needs a host with 2 or more NUMA nodes; xl info -n shows {len(nodes)} (qemu testbed option numa_nodes)"
         )
     names = vm_names(vms)
     booted_names = guests_to_boot(doms, opts, vms)
@@ -243,7 +246,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         )
         if not ok:
             raise RunFailed(
-                f"S4: {n}: affinity (hard / soft) {got} after xl vcpu-pin does not match placement {policy}:\n{vl}"
+                f"{KIND}: {n}: affinity (hard / soft) {got} after xl vcpu-pin does not match placement {policy}:\n{vl}"
             )
 
     # Where each VM's memory is (Xen's dump_numa), and that it is on the home node.
@@ -254,7 +257,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     for n, pages in counters["memory_pages_by_node"].items():
         total = sum(pages.values())
         if not total or pages.get(home[n], 0) < 0.9 * total:
-            raise RunFailed(f"S4: {n}: memory by node {pages} is not (90 %) on its home node {home[n]}")
+            raise RunFailed(f"{KIND}: {n}: memory by node {pages} is not (90 %) on its home node {home[n]}")
 
     by_name = {n: i for i, n in ids.items()}
     ticks = {n: {"home": 0, "away": 0} for n in names}
@@ -266,9 +269,9 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         trace = Trace(h, pages=int(opts["trace_pages"]), **({"mask": SCHED_ALL_MASK} if opts["sched_trace"] else {}))
         marks = {"result": BENCH_RESULT, "start": BENCH_START} if command.startswith("bench ") else {}
         lines = trigger(doms, names, command, seed, timeout, c, during=lambda: trace, **marks)
-        where = no_lost(placement(trace.data, {by_name[n]: n for n in names}), f"S4 {phase}", opts)
+        where = no_lost(placement(trace.data, {by_name[n]: n for n in names}), f"{KIND} {phase}", opts)
         if opts["sched_trace"]:
-            c["sched_events"] = traced_events(trace, doms, names, f"S4 {phase}", opts, where)
+            c["sched_events"] = traced_events(trace, doms, names, f"{KIND} {phase}", opts, where)
         share = {}
         for key, v in where["per_vcpu"].items():
             n = key.split("/")[0]
@@ -316,7 +319,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     home_t = sum(t["home"] for t in ticks.values())
     all_t = home_t + sum(t["away"] for t in ticks.values())
     if not all_t:
-        raise RunFailed("S4: the traces hold no run time of the guests' vCPUs")
+        raise RunFailed(f"{KIND}: the traces hold no run time of the guests' vCPUs")
     rates = [results[n]["ops"] / (results[n]["elapsed_ns"] / 1e9) for n in names]
     mibs = [mem_tp[n]["mib_per_s"] for n in names]
     lats = [lat[n]["median_us"] for n in names]
@@ -361,7 +364,7 @@ def sim_scenarios(study, variant, sim, wl, point, seed):
             elif placement == "soft":
                 d["soft_affinity"] = cpus
             elif placement != "none":
-                raise ConfigError(f"S4: unknown placement {placement!r}")
+                raise ConfigError(f"{KIND}: unknown placement {placement!r}")
             doms.append(d)
         if dom0 is not None:  # dom0 is not one of the measured VMs: appended last, left out of the metrics
             doms.append(dom0)

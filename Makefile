@@ -16,7 +16,7 @@ DEBS_PAPER := $(DEBS_BASE) ministat latexmk texlive-latex-base texlive-latex-rec
 	texlive-latex-extra texlive-science texlive-fonts-recommended texlive-pictures lmodern
 # the lab testbed's tests drive a real sshd and a real IPMI endpoint (ipmi_sim)
 DEBS_LAB := openipmi ipmitool openssh-server openssh-client grub2-common grub-pc-bin fdisk util-linux socat
-# the benchmark packs' tools (python -m schedlab.packs debs)
+# the benchmark packs' tools (schedlab pack debs)
 DEBS_PACKS := bc bison flex libelf-dev linux-source-6.1 pbzip2 postgresql-15 postgresql-client-15 \
 	sysbench xz-utils
 # the qemu testbed: QEMU, and what builds its dom0 image
@@ -26,9 +26,9 @@ DEBS_QEMU := qemu-system-x86 qemu-utils debootstrap e2fsprogs cpio openssh-clien
 # a real browser for the report's test (tests/test_desk.py drives it through chromedriver)
 DEBS_BROWSER := chromium chromium-driver
 DEBS_TEST := $(DEBS_PAPER) $(DEBS_LAB) $(DEBS_PACKS) $(DEBS_QEMU) $(DEBS_BROWSER)
-# The flags (cores, testbed_host=1, ...) live in the workflow profile. Snakemake finds
-# profiles/default beside the Snakefile by itself, not workflow/profiles/default: name it.
-SNAKEMAKE := snakemake --workflow-profile workflow/profiles/default
+# The flags (cores, testbed_host=1, ...) live in the workflow profile, which Snakemake finds
+# by itself beside the Snakefile (workflow/Snakefile, workflow/profiles/default).
+SNAKEMAKE := snakemake
 # JOBS=N: at most N jobs at once (default: all cores)
 ifneq ($(JOBS),)
 SNAKEMAKE += --cores $(JOBS)
@@ -60,9 +60,9 @@ test: deps-test $(VENV)/.installed lint
 test-all: deps-test $(VENV)/.installed
 	SCHEDLAB_QEMU_TESTS=all SCHEDLAB_LAB_VHOST_TESTS=1 SCHEDLAB_SLURM_TESTS=1 pytest
 
-# ruff (lint and format, configured in pyproject.toml), the Snakefile's format and lints.
+# ruff (lint and format, configured in pyproject.toml), the workflow's format and lints.
 lint: deps-base $(VENV)/.installed
-	ruff check schedlab tests benchmarks
+	ruff check schedlab tests benchmarks notebooks
 	ruff format --check schedlab tests benchmarks
 	snakefmt --check .
 	$(SNAKEMAKE) --lint

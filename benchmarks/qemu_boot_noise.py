@@ -25,17 +25,16 @@ import threading
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from schedlab import stats  # noqa: E402
+from schedlab import config, stats  # noqa: E402
 from schedlab.testbeds.qemu import QemuTestbed  # noqa: E402
 
 
-def s0_one_vm(ops: int) -> dict:
-    study = copy.deepcopy(yaml.safe_load((REPO / "config" / "studies" / "s0.yaml").read_text()))
+def lock_study_one_vm(ops: int) -> dict:
+    """The lock workload's study (workload kind ddk-build: S0's) booting one guest."""
+    study = copy.deepcopy(config.study_of_kind("ddk-build"))
     opts = dict(study["testbeds"]["qemu"]["options"])
     # timeouts are host wall time: generous, as a loaded host slows guest boots (not guest time)
     opts.update(lock_ops=ops, lock_vms_booted=1, sched_trace=False, guest_timeout_s=900, lock_timeout_s=1800)
@@ -67,7 +66,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("qemu_boot_noise: needs root (QEMU images)", file=sys.stderr)
         return 1
-    study = s0_one_vm(a.ops)
+    study = lock_study_one_vm(a.ops)
     res: list = []
     t_alone = time.monotonic()
     for b in range(a.boots):

@@ -5,7 +5,7 @@ Under icount (`-icount shift=N`) QEMU runs all vCPUs on one host thread, round-r
 advances virtual time with every instruction of every vCPU: with two pCPUs busy each should
 run at about half the speed of one. Under multi-threaded TCG each vCPU has a host thread, so
 the factor depends on free host cores instead. Comparisons whose variants keep different
-numbers of pCPUs busy inherit this factor (docs/qemu-testbed.md, "One instruction clock").
+numbers of pCPUs busy inherit this factor (docs/qemu-testbed.md, "One clock for all vCPUs").
 
 Per time mode: one boot of the virtual host (2 pCPUs, S1's stock Xen), dom0 (one vCPU)
 pinned to pCPU 0, S1's CPU guest (one busy loop, one vCPU) pinned to pCPU 1. A fixed shell
@@ -42,10 +42,10 @@ LOOP = 's=$(date +%s.%N); i=0; while [ $i -lt "$1" ]; do i=$((i+1)); done; e=$(d
 
 
 def study(shift) -> dict:
-    s1 = copy.deepcopy(config.load_study("s1"))
-    q = s1["testbeds"]["qemu"]
+    netpair = copy.deepcopy(config.study_of_kind("netperf-pair"))  # the network pair's study (S1's)
+    q = netpair["testbeds"]["qemu"]
     q["options"] = {**(q.get("options") or {}), "smp": 2, "icount_shift": shift, "sched_trace": False}
-    return s1
+    return netpair
 
 
 def timed_loop(h, loops: int) -> float:

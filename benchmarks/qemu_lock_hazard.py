@@ -32,7 +32,7 @@ time mode, present in every setting. The line before the last gives icount5's wa
 acquisition beyond that floor and the share of that excess Xen's runnable time cannot explain.
 
 Prints one line per run and per setting; the last line is `not explained by Xen's own
-scheduling (icount5): X %`. It measures only (no records); docs/qemu-testbed.md has its output.
+scheduling (icount5): X %`. It measures only (no records); its output goes into the dated log docs/qemu-measurements.md.
 Needs root, QEMU, the cached images and the yield-noop Xen build (python -m schedlab.builds.images
 xen-src --patches yield-noop). About 6 min per boot on a quiet 2-core host.
 Usage: .venv/bin/python benchmarks/qemu_lock_hazard.py [--boots 2] [--runs 2] [--setting icount5 ...]
@@ -47,11 +47,10 @@ import statistics as st
 import sys
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from schedlab import config  # noqa: E402
 from schedlab.core.testbed import RunFailed  # noqa: E402
 from schedlab.testbeds.qemu import QemuTestbed  # noqa: E402
 
@@ -65,8 +64,7 @@ SETTINGS = {
 
 
 def study_for(setting: str, ops: int) -> dict:
-    s0 = yaml.safe_load((REPO / "config" / "studies" / "s0.yaml").read_text())
-    study = copy.deepcopy(s0)
+    study = copy.deepcopy(config.study_of_kind("ddk-build"))  # the lock workload's study (S0's)
     opts = dict(study["testbeds"]["qemu"]["options"])
     # timeouts are host wall time: generous, as a loaded host slows guest boots (not guest time)
     opts.update(lock_ops=ops, lock_vms_booted=1, sched_trace=True, guest_timeout_s=900, lock_timeout_s=1800)

@@ -2,7 +2,7 @@
 the host's cores busy.
 
 One boot of the virtual host (S0's base Xen: yield-noop, sched_ratelimit_us=0), then
-`--runs` identical runs of S0's lock workload (its qemu options, `--s0-vms` VMs) and of
+`--runs` identical runs of S0's lock workload (its qemu options, `--lock-vms` VMs) and of
 S3's bursts (2 VMs, `--burst-s` guest seconds), one workload at a time: one warm-up, runs on
 a quiet host, then runs while this script keeps every host core busy with a CPU hog it
 starts and stops itself (same guests). Each run's
@@ -46,22 +46,22 @@ def _hog() -> None:
 S3_BURST_US = 1000  # S3's mean compute burst in guest time (the sim's exp mean 1000 us)
 
 
-def studies(s0_vms: int, burst_s: int, shift) -> tuple[dict, dict]:
-    """S0 as configured (but booting only the guests the point needs), and S3's workload
-    booted on S0's base Xen (same command line, so both run in one boot); both with the
-    chosen time mode."""
-    s0 = copy.deepcopy(config.load_study("s0"))
-    s3 = copy.deepcopy(config.load_study("s3"))
-    s3["variants"]["d0"]["xen"] = copy.deepcopy(s0["variants"]["base"]["xen"])
+def studies(lock_vms: int, burst_s: int, shift) -> tuple[dict, dict]:
+    """The lock workload's study (S0) as configured (but booting only the guests the point
+    needs), and the bursts' study (S3) booted on the lock study's base Xen (same command line,
+    so both run in one boot); both with the chosen time mode. Found by workload kind."""
+    lock = copy.deepcopy(config.study_of_kind("ddk-build"))
+    bursts = copy.deepcopy(config.study_of_kind("specjbb-like"))
+    bursts["variants"]["d0"]["xen"] = copy.deepcopy(lock["variants"]["base"]["xen"])
     # S3's bursts are loop counts sized for multi-threaded TCG (~1 ms there); under icount
     # the same guest time is fewer loops (lockmod calibrates ~2^-shift x 400 per us).
     loops = S3_BURST_US * 400 // 2**shift if shift is not None else None
-    s3_extra = {"burst_duration_s": burst_s, **({"burst_compute_loops": loops} if loops else {})}
-    for s, extra in ((s0, {"lock_vms_booted": s0_vms}), (s3, s3_extra)):
+    bursts_extra = {"burst_duration_s": burst_s, **({"burst_compute_loops": loops} if loops else {})}
+    for s, extra in ((lock, {"lock_vms_booted": lock_vms}), (bursts, bursts_extra)):
         q = s["testbeds"].setdefault("qemu", {}) or {}
         s["testbeds"]["qemu"] = q
         q["options"] = {**(q.get("options") or {}), **extra, "icount_shift": shift}
-    return s0, s3
+    return lock, bursts
 
 
 def measure(tb: QemuTestbed, study: dict, variant: str, point: dict, metric: str, runs: int, label: str, warmup: int):
@@ -102,11 +102,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--icount-shift", default="5", help="0..5, or 'none' for multi-threaded TCG")
     ap.add_argument("--runs", type=int, default=3, help="measured runs per workload and condition")
-    ap.add_argument("--s0-vms", type=int, default=1)
-    ap.add_argument("--burst-s", type=int, default=30, help="S3 burst run length (guest seconds)")
+    ap.add_argument("--lock-vms", type=int, default=1, help="VMs of the lock workload (S0's)")
+    ap.add_argument("--burst-s", type=int, default=30, help="bursts workload run length (guest seconds)")
     a = ap.parse_args()
     shift = None if a.icount_shift == "none" else int(a.icount_shift)
-    s0, s3 = studies(a.s0_vms, a.burst_s, shift)
+    lock, bursts = studies(a.lock_vms, a.burst_s, shift)
     tb = QemuTestbed(log=lambda m: print(m, file=sys.stderr, flush=True))
     mode = "multi-threaded TCG" if shift is None else f"icount shift={shift}"
     print(f"mode: {mode}; host cores: {os.cpu_count()}", flush=True)
@@ -115,8 +115,8 @@ def main() -> None:
     res: dict[str, dict[str, list[float]]] = {"quiet": {}, "loaded": {}}
     try:
         for study, variant, point, metric in (
-            (s0, "base", {"vms": a.s0_vms}, "time_s"),
-            (s3, "d0", {"vms": 2}, "throughput"),
+            (lock, "base", {"vms": a.lock_vms}, "time_s"),
+            (bursts, "d0", {"vms": 2}, "throughput"),
         ):
             name = f"{study['study']} {metric}"
             res["quiet"][name] = measure(tb, study, variant, point, metric, a.runs, "quiet", warmup=1)

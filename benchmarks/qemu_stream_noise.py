@@ -4,7 +4,7 @@ Under icount (`-icount shift=N,sleep=off`) a guest's time depends only on the in
 runs, except where something timed by the host enters: packets from this machine (the ssh
 session that drives the run, its keepalives every few seconds) and disk completions. S1's
 CPU-bound work repeats to well under 1 % this way, but its stream's throughput varied
-23-33 % (CV) between identical runs of one boot (docs/qemu-testbed.md, "S1 under icount").
+23-33 % (CV) between identical runs of one boot (docs/qemu-measurements.md, "S1 under icount").
 
 One boot of S1's virtual host (its qemu options, the `fixed` Xen), the I/O guest alone
 (`mode: alone`). Then `--runs` identical iperf3 streams (S1's client command, from dom0, of
@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO))
 
 from schedlab import config  # noqa: E402
 from schedlab.testbeds.qemu import QemuTestbed  # noqa: E402
+from schedlab.testbeds.qemu_host import machine  # noqa: E402
 from schedlab.workloads import netpair  # noqa: E402
 from schedlab.workloads.xentrace import SCHED_ALL_MASK, Trace  # noqa: E402
 
@@ -111,16 +112,17 @@ def main() -> None:
     unknown = sorted(set(conds) - {"ssh", "traced", "detached"})
     if unknown:
         ap.error(f"--conditions: unknown {', '.join(unknown)}")
-    s1 = copy.deepcopy(config.load_study("s1"))
-    s1["testbeds"]["qemu"]["options"] = {**s1["testbeds"]["qemu"]["options"], "sched_trace": False}
+    netpair = copy.deepcopy(config.study_of_kind("netperf-pair"))  # the network pair's study (S1's)
+    netpair["testbeds"]["qemu"]["options"] = {**netpair["testbeds"]["qemu"]["options"], "sched_trace": False}
     tb = QemuTestbed(log=lambda m: print(m, file=sys.stderr, flush=True))
-    print(f"qemu options: icount_shift {tb.config(s1)['icount_shift']}, smp {tb.config(s1)['smp']}", flush=True)
+    m = machine(tb.config(netpair))
+    print(f"qemu options: icount_shift {m.icount_shift}, smp {m.smp}", flush=True)
     try:
         # boots, creates the I/O guest and pauses the CPU guest: S1's alone point as measured
-        tb.run_once(s1, "fixed", {"mode": "alone"}, seed=1)
+        tb.run_once(netpair, "fixed", {"mode": "alone"}, seed=1)
         h = tb._vm.host
         got: dict[str, list[float]] = {c: [] for c in conds}
-        pages = int(tb.config(s1)["trace_pages"])
+        pages = int(tb.config(netpair)["trace_pages"])
         via_ssh(h, a.duration)  # warm-up stream
         for i in range(a.runs):
             for cond in conds:

@@ -2,7 +2,7 @@
 of guest time, against the TSC rate Xen calibrated at boot.
 
 xentrace stamps its records with the TSC, so dom0's run intervals in the records
-(`counters.sched_events.dom0`, docs/qemu-testbed.md) are in ticks. Under icount the guest's
+(`counters.sched_events.dom0`, docs/qemu-measurements.md) are in ticks. Under icount the guest's
 TSC need not tick at the rate Xen calibrated, so this measures the rate directly: one boot of
 S2's virtual host (stock Xen, S2's qemu options: icount shift 5, Xen's trace on), then
 `--runs` traced storms at overcommit 2. Per run: Xen's calibrated rate
@@ -44,14 +44,14 @@ def median_log2_ticks(hist: dict[str, int]) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=2, help="traced storms in the one boot")
-    ap.add_argument("--variant", default="pv", help="S2 variant (the lock the guests use)")
+    ap.add_argument("--variant", default="pv", help="variant of the lock-storm study (the lock the guests use)")
     a = ap.parse_args()
-    s2 = config.load_study("s2")
+    storm = config.study_of_kind("lock-storm")  # the lock storm's study (S2's)
     tb = QemuTestbed(log=lambda m: print(m, file=sys.stderr, flush=True))
     rates, calibrated = [], set()
     try:
         for i in range(a.runs):
-            r = tb.run_once(s2, a.variant, {"overcommit": 2}, seed=1000 + i)
+            r = tb.run_once(storm, a.variant, {"overcommit": 2}, seed=1000 + i)
             mhz = r.counters["booted"].get("cpu_mhz")
             ev, guest_s = r.counters["sched_events"], r.counters["trace_window_guest_s"]
             rate = ev["tsc_span"] / guest_s / 1e6

@@ -1,4 +1,5 @@
-"""Speed of the credit1 simulator on the S0 4-VM point (config/studies/s0.yaml, variant base).
+"""Speed of the credit1 simulator on the lock workload's 4-VM point (the study of workload kind
+ddk-build, S0's; variant base).
 
 Prints simulated events per second of CPU time and simulated seconds per wall second; the last
 line is `events/s: N`.  Usage: .venv/bin/python benchmarks/sim_speed.py [--variant base] [--repeat 3]
@@ -14,17 +15,16 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from schedlab import config  # noqa: E402
 from schedlab.testbeds.sim import SimTestbed, ensure_binary  # noqa: E402
 
 
 def _one(job):
     sid, variant, point, seed = job
-    study = yaml.safe_load((REPO / "config" / "studies" / f"{sid}.yaml").read_text())
+    study = config.load_study(sid)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     SimTestbed().run_once(study, variant, point, seed)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -32,13 +32,16 @@ def _one(job):
 
 
 def sweep(workers: int) -> None:
-    """The whole sim sweep: every study, variant, point, runs + warm-up, on `workers` processes."""
+    """The whole sim sweep: every study of the study list the sim runs, variant, point, runs +
+    warm-up, on `workers` processes."""
     import itertools
     from concurrent.futures import ProcessPoolExecutor
 
     jobs = []
-    for sid in ("s0", "s1", "s2", "s3", "s4"):
-        st = yaml.safe_load((REPO / "config" / "studies" / f"{sid}.yaml").read_text())
+    for sid in config.load_config()["studies"]:
+        st = config.load_study(sid)
+        if "sim" not in st["testbeds"] or not st.get("sim_workload"):
+            continue
         keys = list(st["axes"])
         n = int(st.get("runs", 1)) + int(st.get("warmup", 0))
         for v in st["variants"]:
@@ -67,7 +70,7 @@ def main() -> None:
     if a.sweep:
         sweep(a.workers)
     binary = ensure_binary()
-    study = yaml.safe_load((REPO / "config" / "studies" / "s0.yaml").read_text())
+    study = config.study_of_kind("ddk-build")
     best = None
     for i in range(a.repeat):
         ((_, sc),) = SimTestbed().scenarios(study, a.variant, {"vms": a.vms}, 1000 + i)

@@ -24,7 +24,7 @@
 
 # %% tags=["parameters"]
 testbeds = "sim"
-pairs = ""          # reported (study, testbed) results, "s0:sim,s1:qemu"; empty: every study on every testbed
+pairs = ""          # reported (study, testbed) results, "STUDY:TESTBED,..."; empty: every study on every testbed
 studies_dir = "config/studies"
 paper_dir = "paper"
 out_dir = "paper/generated/agreement"

@@ -23,6 +23,7 @@
 # variants (same seed, same start).
 
 # %% tags=["parameters"]
+study = ""  # the study it draws; empty: config/config.yaml's (figures: mechanism)
 studies_dir = "config/studies"
 out_dir = "paper/generated/mechanism"
 seed = 1
@@ -41,7 +42,7 @@ from schedlab.report.notebook import mechanism_setup
 from schedlab.report.tables import latex_escape, write_macros
 from schedlab.testbeds import sim
 
-study, out = mechanism_setup("s0", studies_dir, out_dir)
+study, out = mechanism_setup(study, studies_dir, out_dir, figure="mechanism")
 VMS, DURATIONS_S = 2, (0.3, 1.0, 3.0)
 # (key, label, variants.*.sim): the study's base and yield variants, and PV spinlocks (spin, poll, kick)
 VARIANTS = [

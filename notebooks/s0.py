@@ -29,7 +29,6 @@ out_dir = "paper/generated/s0"
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
 import seaborn as sns
 from scipy.stats import binomtest
 
@@ -164,4 +163,4 @@ macros["decision/margin-cost"] = f"{margins['cost']:g}"
 ctx.check_macros
 
 # %%
-ctx.finish(macros);
+_ = ctx.finish(macros)  # the sidecar, not displayed

@@ -32,7 +32,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from schedlab import stats
 from schedlab.report.notebook import T_ERRORBARS, StudyContext, t_errorbar
 
 sns.set_theme(style="whitegrid", context="paper")
@@ -149,4 +148,4 @@ if traced:
     display(xen_events.T)
 
 # %%
-ctx.finish(macros);
+_ = ctx.finish(macros)  # the sidecar, not displayed

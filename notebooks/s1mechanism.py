@@ -23,6 +23,7 @@
 # start) is shown for the `fixed` variant.
 
 # %% tags=["parameters"]
+study = ""  # the study it draws; empty: config/config.yaml's (figures: s1mechanism)
 studies_dir = "config/studies"
 out_dir = "paper/generated/s1mechanism"
 seed = 1
@@ -41,7 +42,7 @@ from schedlab.report.notebook import mechanism_setup
 from schedlab.report.tables import latex_escape, write_macros
 from schedlab.testbeds import sim
 
-study, out = mechanism_setup("s1", studies_dir, out_dir)
+study, out = mechanism_setup(study, studies_dir, out_dir, figure="s1mechanism")
 SCENARIO = "rr"  # S1's request/response scenario: one transaction in flight, so every wake waits on the wake path
 DURATIONS_S = (0.3, 1.0, 3.0)  # the bug variant's run is lengthened until the trace holds a complete chain
 LENGTH_MS, LEAD_MS = 40.0, 1.0  # window: from LEAD_MS before the chain's kick-away, LENGTH_MS long
@@ -49,7 +50,7 @@ ZOOM_LEAD_US, ZOOM_US = 10.0, 120.0  # the zoom on the chain itself
 VARIANTS = ["bug", "fixed"]
 for v in VARIANTS:
     if v not in study["variants"]:
-        raise config.ConfigError(f"s1.yaml: the S1 mechanism figure needs a variant {v!r}")
+        raise config.ConfigError(f"{study['_file']}: field variants: the S1 mechanism figure needs a variant {v!r}")
 
 
 # %%
@@ -82,7 +83,7 @@ z1 = int(z0 + ZOOM_US * 1e3)
 
 
 def stats_of(r):
-    ev, io, cpu = r["events"], r["io"], r["cpu"]
+    ev, io = r["events"], r["io"]
     chains = [c for c in sim.boost_chains(ev) if t0 <= c["kick"] < t1]
     waits = [w for w in sim.wake_waits(ev, io, 0, r["end_ns"]) if t0 <= w["wake"] < t1]
     waited = [min(w["run"] if w["run"] is not None else t1, t1) - w["wake"] for w in waits]

@@ -120,4 +120,4 @@ if testbed != "sim" and per_vm:
     display(guests)
 
 # %%
-ctx.finish(macros);
+_ = ctx.finish(macros)  # the sidecar, not displayed

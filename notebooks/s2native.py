@@ -132,4 +132,4 @@ macros["aa/boots"] = str(int(runs.groupby(["variant", *ctx.axes]).size().min()))
 macros
 
 # %%
-ctx.finish(macros);
+_ = ctx.finish(macros)  # the sidecar, not displayed

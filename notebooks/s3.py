@@ -71,4 +71,4 @@ macros = {f"pct/{c['metric']}/{c['variant']}": fmt_signed(c["pct"]) for _, c in 
 macros
 
 # %%
-ctx.finish(macros);
+_ = ctx.finish(macros)  # the sidecar, not displayed

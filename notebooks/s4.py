@@ -30,10 +30,8 @@ out_dir = "paper/generated/s4"
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
 import seaborn as sns
 
-from schedlab import stats
 from schedlab.report.notebook import T_ERRORBARS, StudyContext, t_errorbar
 from schedlab.report.tables import fmt_signed
 
@@ -93,4 +91,4 @@ ctx.claim_checks()
 ctx.check_macros
 
 # %%
-ctx.finish(macros);
+_ = ctx.finish(macros)  # the sidecar, not displayed

@@ -21,7 +21,7 @@
 # swept parameter at its low and its high end (one at a time) and at the joint Latin-hypercube
 # points; and whether its outcome (significant direction, or equivalence within the margin)
 # holds over the whole range. Reads the sweep's records through `data/runs/sensitivity/STUDY.json`
-# (written by `python -m schedlab.report.sensitivity run`); never runs the simulator. Writes
+# (written by the run stage's sweep, `python -m schedlab.sweep run`); never runs the simulator. Writes
 # `paper/generated/sensitivity/`: a tornado chart per study, `table.tex`, `cells.json`,
 # `macros.tex`.
 

@@ -16,6 +16,10 @@ def main(argv: list[str] | None = None) -> int:
             from schedlab.stats.ministat import main as ministat_main
 
             rc = ministat_main(argv[1:])
+        elif argv and argv[0] == "pack":  # its own parser and exit codes (schedlab.packrun)
+            from schedlab.packrun import main as pack_main
+
+            rc = pack_main(argv[1:])
         else:
             from schedlab.commands import main as commands_main
 
@@ -23,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return rc
     except BrokenPipeError:
-        # `schedlab plan s0 | head`: the reader went away; end quietly (and keep the
+        # `schedlab plan STUDY | head`: the reader went away; end quietly (and keep the
         # interpreter's final flush from failing again)
         _drop_stdout()
         return 141

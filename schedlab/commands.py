@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from schedlab import config
+from schedlab import config, testbeds
 from schedlab.core.inputs import InputError, one_line
 
 
@@ -61,6 +61,7 @@ TESTBED_HELP = "testbed to run on: sim (the simulator), qemu (Xen under QEMU, ro
 OUT_HELP = "data folder (records go to OUT/raw/TESTBED/STUDY/; default: data)"
 SEED_HELP = "base seed every run's seed derives from (default: config/config.yaml's seed)"
 STUDY_HELP = "study name (config/studies/NAME.yaml) or study file"
+TESTBEDS = testbeds.NAMES  # schedlab.testbeds: the one list of testbeds
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run one study point: N repetitions plus the study's warm-ups")
     r.add_argument("study", help=STUDY_HELP)
-    r.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim", help=TESTBED_HELP + " (default: sim)")
+    r.add_argument("--testbed", choices=TESTBEDS, default="sim", help=TESTBED_HELP + " (default: sim)")
     r.add_argument("--variant", required=True, help="the variant to run (one of the study's variants)")
     r.add_argument(
         "--point", action="append", default=[], metavar="AXIS=VALUE", help="the point: one AXIS=VALUE per axis"
@@ -95,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         "(with --manifest, what the notebooks read)",
     )
     rs.add_argument("study", help=STUDY_HELP)
-    rs.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help=TESTBED_HELP)
+    rs.add_argument("--testbed", choices=TESTBEDS, required=True, help=TESTBED_HELP)
     rs.add_argument("--out", default="data", help=OUT_HELP)
     rs.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP)
     rs.add_argument("--manifest", help="write the study manifest (all.json) here")
@@ -129,14 +130,29 @@ def _parser() -> argparse.ArgumentParser:
         "e.g. the qemu records shipped with the repository; measures nothing",
     )
     ds.add_argument("study", help=STUDY_HELP)
-    ds.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help="testbed whose records to read")
+    ds.add_argument("--testbed", choices=TESTBEDS, required=True, help="testbed whose records to read")
     ds.add_argument("--out", default="data", help="data folder holding raw/TESTBED/STUDY/ (default: data)")
     ds.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP + "; it selects the runs' keys")
-    ds.add_argument("--manifest", required=True, help="the study manifest to write (e.g. data/runs/qemu/s1/all.json)")
+    ds.add_argument(
+        "--manifest", required=True, help="the study manifest to write (e.g. data/runs/qemu/STUDY/all.json)"
+    )
+
+    ns = sub.add_parser(
+        "new-study",
+        help="a new study file scaffolded from an existing one (new id, titles marked TODO, the rest "
+        "copied; validated), added to the study list of config/config.yaml",
+    )
+    ns.add_argument("name", help="the new study's name (config/studies/NAME.yaml)")
+    ns.add_argument("--like", required=True, metavar="STUDY", help="the study it starts from")
+    ns.add_argument(
+        "--root",
+        help="the project folder (default: the nearest folder from here up holding config/config.yaml)",
+    )
+    ns.add_argument("--no-list", action="store_true", help="leave config/config.yaml's study list as it is")
 
     pl = sub.add_parser("plan", help="print a study's randomised, interleaved run order")
     pl.add_argument("study", help=STUDY_HELP)
-    pl.add_argument("--testbed", choices=["sim", "qemu", "lab"], default="sim", help=TESTBED_HELP + " (default: sim)")
+    pl.add_argument("--testbed", choices=TESTBEDS, default="sim", help=TESTBED_HELP + " (default: sim)")
     pl.add_argument("--seed", type=_bounded("seed"), help=SEED_HELP)
 
     v = sub.add_parser("verify", help="check every raw record (schema, checksum, no duplicates)")
@@ -148,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--lab", help="lab inventory (default: $SCHEDLAB_LAB_INVENTORY, else config/lab.yaml if present)")
 
     t = sub.add_parser("trace", help="print the runs, builds and hosts behind one number of the paper")
-    t.add_argument("table", help="table id, e.g. s0-sim (see paper/generated/*/ *.cells.json)")
+    t.add_argument("table", help="table id, STUDY-TESTBED (see paper/generated/*/ *.cells.json)")
     t.add_argument("cell", nargs="?", help="cell id (as listed without CELL), or ROW,COL")
     t.add_argument("--paper-dir", default="paper", help="paper folder holding generated/ (default: paper)")
     t.add_argument("--data-dir", default="data", help="data folder holding raw/ (default: data)")
@@ -178,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     cp.add_argument("a", metavar="A", help="the reference data folder (holding raw/TESTBED/STUDY/), e.g. data")
     cp.add_argument("b", metavar="B", help="the data folder compared with it, e.g. a re-measurement")
     cp.add_argument("--study", required=True, help=STUDY_HELP)
-    cp.add_argument("--testbed", choices=["sim", "qemu", "lab"], required=True, help="testbed of both folders' records")
+    cp.add_argument("--testbed", choices=TESTBEDS, required=True, help="testbed of both folders' records")
     cp.add_argument(
         "--margin",
         type=float,
@@ -192,7 +208,14 @@ def _parser() -> argparse.ArgumentParser:
         "(campaigns before a change of the study file); the output says so",
     )
 
-    # listed for --help only: cli.py runs `schedlab ministat` before this parser is built
+    # listed for --help only: cli.py runs `schedlab pack` and `schedlab ministat` before this
+    # parser is built
+    sub.add_parser(
+        "pack",
+        add_help=False,
+        help="run one benchmark pack alone on a target (local, ssh, a natively booted kernel) and "
+        "write its raw records (`schedlab pack -h`)",
+    )
     sub.add_parser(
         "ministat",
         add_help=False,
@@ -387,8 +410,30 @@ def cmd_dataset(args) -> int:
     return 0
 
 
+def cmd_new_study(args) -> int:
+    from schedlab.newstudy import new_study, project_root
+
+    root = Path(args.root).resolve() if args.root else project_root()
+    for path in new_study(args.name, args.like, root, add=not args.no_list):
+        print(f"wrote {_rel_to(path, root)}")
+    print(
+        f"next: edit config/studies/{args.name}.yaml (its TODO titles, then what differs from {args.like}); "
+        f"its table comes from notebooks/{args.name}.ipynb if you write one, else notebooks/generic-study.ipynb; "
+        f"its section from paper/sections/{args.name}.tex if you write one, else the template "
+        "(paper/templates/study-section.tex)"
+    )
+    return 0
+
+
+def _rel_to(path: Path, root: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def cmd_plan(args) -> int:
-    from schedlab.core.plan import plan
+    from schedlab.plan import plan
 
     study = config.load_study(args.study)
     print(f"{'#':>4}  {'variant':<10} {'point':<20} {'rep':>3}  warm-up")

@@ -385,6 +385,17 @@ def load_config(path: str | Path = ROOT / "config" / "config.yaml") -> dict:
     return data
 
 
+def study_of_kind(kind: str) -> dict:
+    """The first study of the study list (config/config.yaml) whose workload is of `kind`
+    (workload.kind): code that needs one workload's study names the kind, never a study id."""
+    names = load_config()["studies"]
+    for name in names:
+        study = load_study(name)
+        if (study.get("workload") or {}).get("kind") == kind:
+            return study
+    raise ConfigError(f"config/config.yaml: field studies: no study of workload kind {kind!r} ({', '.join(names)})")
+
+
 # --- derived views of a study -------------------------------------------------
 
 

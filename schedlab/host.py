@@ -21,6 +21,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+# The first eight fields of /proc/stat's cpu lines, in order: what a host's or a guest's CPU
+# ticks are recorded as (steal: runnable, but another tenant ran)
+PROC_STAT_TICKS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
 
 class HostError(Exception):
     """A remote command failed (non-zero exit) or ssh itself failed."""

@@ -9,7 +9,7 @@ an edit passes it. These checks find the contradictions such an edit leaves (doc
   from the record's plan seed): the run key of its definition, build, repetition and base
   seed, and the seed of its names;
 - its warm-up flag: the plan's (a record of the current definition and design is a warm-up
-  exactly when the design's repetitions say so, core.plan.repetitions; its plan entry, where
+  exactly when the design's repetitions say so, plan.repetitions; its plan entry, where
   the plan is known, has its variant, point and repetition);
 - its metrics: every metric the study requires at its point (current definition);
 - its numbers: finite (checked by the store) and within 64 bits, so 10**400 is refused;
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from schedlab import config
-from schedlab.core.plan import derive_seed, plan, repetitions
+from schedlab.plan import derive_seed, plan, repetitions
 
 INT_BOUND = 2**63  # a record's integers fit a signed 64-bit integer
 

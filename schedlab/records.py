@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from schedlab import config, store
-from schedlab.core.plan import repetitions
+from schedlab.plan import repetitions
 
 
 def current_definitions(study: dict, testbed: str) -> dict[str, tuple[str, dict]]:

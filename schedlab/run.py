@@ -19,9 +19,9 @@ from pathlib import Path
 
 from schedlab import __version__, config, records, store
 from schedlab.core.files import atomic_write
-from schedlab.core.plan import boot_key, derive_seed, plan, repetitions  # noqa: F401  (schedlab.run.plan is public)
 from schedlab.core.progress import Progress
 from schedlab.core.testbed import RunFailed
+from schedlab.plan import boot_key, derive_seed, plan, repetitions  # noqa: F401  (schedlab.run.plan is public)
 
 
 class Refused(RunFailed):
@@ -141,7 +141,8 @@ def index_plan(order: list[dict]) -> dict[tuple, dict]:
 
 
 class PointRunner:
-    """Runs the repetitions of one (study, testbed, variant, point)."""
+    """Runs the repetitions of one (study, testbed, variant, point), and writes their records:
+    the one record writer of the study runs and of the sensitivity sweep (schedlab.sweep)."""
 
     def __init__(
         self,
@@ -152,16 +153,23 @@ class PointRunner:
         data_dir: Path,
         base_seed: int,
         runs: int | None = None,
-        testbed=None,
+        *,
+        testbed,
         log=sys.stderr,
         order: dict | None = None,
         exploratory: bool = False,
+        purpose: dict | None = None,
+        described: dict | None = None,
     ):
-        """order: the study's plan indexed by (variant, point id, repetition), when the
-        caller has it (run_study); otherwise it is derived here once. exploratory: runs that
-        never reach the paper's tables (allowed from a dirty tree; their own run keys)."""
-        from schedlab import testbeds
-
+        """testbed: the testbed object that runs (schedlab.testbeds.get(testbed_name), made by
+        the caller: the run stage sits below the testbeds). order: the study's plan indexed by
+        (variant, point id, repetition), when the caller has it (run_study); otherwise it is
+        derived here once. exploratory: runs that never reach the paper's tables (allowed from
+        a dirty tree; their own run keys). purpose: runs made for another question than the
+        study's own (the sensitivity sweep): {"name": folder under raw/ and the definition's
+        `purpose`, "provenance": what the records add under provenance.<name>, and any of
+        "warmup", "retries" in place of the study's}. described: the testbed's description,
+        where the caller has it (one for many runners)."""
         self.study, self.testbed_name, self.variant, self.point = study, testbed_name, variant, point
         self.settings = config.testbed_settings(study, testbed_name)
         self.design_hash = config.design_hash(study, testbed_name)
@@ -174,20 +182,26 @@ class PointRunner:
                     f"{self.settings['runs']} runs; other counts are exploratory (--exploratory)"
                 )
             self.settings["runs"] = runs
+        for k in ("warmup", "retries"):
+            if purpose and k in purpose:
+                self.settings[k] = purpose[k]
         # where the unit is the boot the design is registered: its hash is in every run key
         self.registered = self.settings["unit"] == "boot"
         self.exploratory = exploratory
         self.layout = repetitions(self.settings)
         self.data_dir = Path(data_dir)
         self.base_seed = base_seed
-        self.folder = store.raw_dir(self.data_dir, testbed_name, study["study"])
-        self.testbed = testbed or testbeds.get(testbed_name)
+        self.purpose = purpose
+        self.folder = store.raw_dir(self.data_dir, purpose["name"] if purpose else testbed_name, study["study"])
+        self.testbed = testbed
         self.log = log
         self.definition = config.definition(study, testbed_name, variant, point)
+        if purpose:  # no run key of such a run equals one of the study's own
+            self.definition = {**self.definition, "purpose": purpose["name"]}
         self.definition_hash = config.sha256(self.definition)
         self.order = order if order is not None else index_plan(plan(study, testbed_name, base_seed))
         self._build_id: str | None = None
-        self._described: dict | None = None
+        self.described: dict | None = described  # the testbed as it describes itself (once)
 
     def run_key(self, rep: int, build_id: str) -> str:
         return store.run_key_of(
@@ -272,7 +286,8 @@ class PointRunner:
         key = self.run_key(rep, build_id)
         run_id = store.run_id_of(self.variant, pid, rep, key)
         path = self.folder / f"{run_id}.json"
-        tag = f"[{self.study['study']}/{self.testbed_name}] {self.variant} {pid} run {rep + 1}/{total}" + (
+        where = self.purpose["name"] if self.purpose else self.testbed_name
+        tag = f"[{self.study['study']}/{where}] {self.variant} {pid} run {rep + 1}/{total}" + (
             " (warm-up)" if warm else ""
         )
         if path.exists():
@@ -286,10 +301,10 @@ class PointRunner:
             print(f"{tag}: reusing {path.name}", file=self.log, flush=True)
             return rec
         self.check_registered()
-        if self._described is None:
+        if self.described is None:
             # testbeds whose description depends on the study's options take it
             takes_study = "study" in inspect.signature(self.testbed.describe).parameters
-            self._described = self.testbed.describe(**({"study": self.study} if takes_study else {}))
+            self.described = self.testbed.describe(**({"study": self.study} if takes_study else {}))
         seed = derive_seed(self.base_seed, self.testbed_name, self.study["study"], self.variant, pid, rep)
         order = self.order.get((self.variant, pid, rep), {"index": -1, "plan_size": 0, "plan_seed": 0})
         base = {
@@ -317,10 +332,11 @@ class PointRunner:
             "provenance": {
                 **repo_state(fresh=self.registered),
                 "schedlab_version": __version__,
-                "testbed": self._described,
+                "testbed": self.described,
                 "build_id": build_id,
                 "host": host_description(),
                 "study_file_sha256": self.study.get("_sha256", ""),
+                **({self.purpose["name"]: self.purpose["provenance"]} if self.purpose else {}),
             },
         }
         # attempts number on from the failures earlier processes recorded for this run

@@ -31,7 +31,7 @@ def copy_workdir(dest: Path) -> Path:
     """A scratch copy of the pipeline (no data), to run Snakemake on altered inputs."""
     dest.mkdir(parents=True, exist_ok=True)
     # schedlab/ too: rules name package files as inputs (code a derived file depends on)
-    for name in ("Snakefile", "environment.yml", "workflow", "config", "notebooks", "paper", "sim", "schedlab"):
+    for name in ("environment.yml", "workflow", "config", "notebooks", "paper", "sim", "schedlab"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from schedlab import config, store
+from schedlab.builds.lab import Build
 from schedlab.core.testbed import RunFailed, RunResult
 from schedlab.host import Host
 from schedlab.lab import driver as drv
@@ -119,12 +120,12 @@ class Lab:
             **kw,
         )
 
-    def build(self, name="a", size=1000) -> drv.Build:
+    def build(self, name="a", size=1000) -> Build:
         d = self.root / "builds" / name
         d.mkdir(parents=True, exist_ok=True)
         (d / "xen.gz").write_bytes(name.encode() * size)
         (d / "vmlinuz").write_bytes(b"kernel-" + name.encode() * size)
-        return drv.Build(
+        return Build(
             files={"xen.gz": d / "xen.gz", "vmlinuz": d / "vmlinuz"},
             xen_cmdline="sched=credit loglvl=all",
             expect={"kernel_release": os.uname().release},
@@ -157,7 +158,7 @@ def lab(tmp_path, monkeypatch):
         l.close()
 
 
-def standin_verifier(host: Host, build: drv.Build, d: drv.HostDriver) -> dict:
+def standin_verifier(host: Host, build: Build, d: drv.HostDriver) -> dict:
     """NOT `xl info`: the stand-in host is not Xen. Checks what it can prove: the
     kernel release the build expects, the build on the host byte for byte, and the
     one-shot GRUB entry armed for exactly this build."""
@@ -425,7 +426,7 @@ def test_one_host_one_driver_and_pool_picks_a_free_host(lab, tmp_path):
 
 
 def test_interleaved_order_reboots_only_when_the_build_changes(lab, tmp_path):
-    from schedlab.core.plan import plan
+    from schedlab.plan import plan
 
     study = config.load_study("s1")
     order = plan(study, "lab", 20261121)

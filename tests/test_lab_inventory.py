@@ -190,7 +190,7 @@ def test_duplicate_key_names_both_lines(tmp_path):
 )
 def test_ssh_target_checked_like_the_inventory(spec, field):
     """`--target ssh:USER@HOST[:PORT]` gets the inventory's rules: nothing reaches ssh as an option."""
-    from schedlab.packs import targets as pack_targets
+    from schedlab import packrun as pack_targets
 
     with pytest.raises(ValueError, match=f"--target .*field {field}: "):
         pack_targets.target_from_name(spec)

@@ -74,7 +74,7 @@ def test_grub_cfg_and_driver_entries_parse(tmp_path):
     (tmp_path / "xen.gz").write_bytes(b"x")
     (tmp_path / "vmlinuz").write_bytes(b"k")
     (tmp_path / "initrd.img").write_bytes(b"i")
-    b = drv.Build(
+    b = lb.Build(
         files={n: tmp_path / n for n in ("xen.gz", "vmlinuz", "initrd.img")},
         xen_cmdline="sched=credit vcpu_migration_delay=250",
         dom0_cmdline="nopvspin",
@@ -224,7 +224,7 @@ def test_builds_build_json_expect_and_idempotence(tmp_path, fake_sources):
     assert gzip.decompress((folder / "xen.gz").read_bytes()) == fake_sources["boost-bug"]
     assert meta["source"]["xen"]["patches"] == "boost-bug" and meta["made_by"] == "schedlab.builds.lab"
     assert "/root" not in json.dumps(meta) and str(tmp_path) not in json.dumps(meta["source"]["xen"]["cache"])
-    b = drv.Build.from_dir(folder)
+    b = lb.Build.from_dir(folder)
     assert b.expect == meta["expect"] and set(b.files) == {"xen.gz", "vmlinuz", "initrd.img"}
     # again: nothing changes (same folder, same build.json, same build id)
     before = (folder / "build.json").read_text()

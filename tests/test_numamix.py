@@ -12,7 +12,7 @@ import pytest
 from schedlab import workloads
 from schedlab.core.testbed import RunFailed
 from schedlab.packs.forkexec import PACK as FORKEXEC
-from schedlab.packs.sysbench_memory import PACK as SYSBENCH_MEMORY
+from schedlab.packs.sysbench import MEMORY as SYSBENCH_MEMORY
 from schedlab.workloads import numamix
 
 PACKS = Path(__file__).parent / "data" / "packs"

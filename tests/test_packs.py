@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from schedlab import packrun as cli
+from schedlab import packrun as runner
 from schedlab import packs, store
-from schedlab.packs import __main__ as cli
-from schedlab.packs import runner
 from schedlab.packs.base import (
     Metric,
     Pack,
@@ -318,7 +318,8 @@ class EchoPack(Pack):
 @pytest.fixture
 def echo_pack(monkeypatch):
     pack = EchoPack()
-    monkeypatch.setattr(runner, "get", lambda name: pack if name == "echo" else packs.get(name))
+    real_get = packs.get
+    monkeypatch.setattr(packs, "get", lambda name: pack if name == "echo" else real_get(name))
     return pack
 
 
@@ -468,7 +469,7 @@ def test_cli_as_a_module(tmp_path):
     import sys
 
     r = subprocess.run(
-        [sys.executable, "-m", "schedlab.packs", "run", "nope", "--out", str(tmp_path)],
+        [sys.executable, "-m", "schedlab.packrun", "run", "nope", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,

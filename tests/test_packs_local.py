@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from schedlab import packrun as runner
 from schedlab import packs, store
-from schedlab.packs import runner
 from schedlab.packs.base import PackOutputError
 from schedlab.targets import LocalTarget
 

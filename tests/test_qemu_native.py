@@ -18,14 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from schedlab import store
+from schedlab import packrun, store
 from schedlab.builds import kernel as kb
 from schedlab.builds import native as ni
 from schedlab.core.testbed import RunFailed
 from schedlab.host import Host, HostError
-from schedlab.packs import PackOutputError, runner
-from schedlab.packs import __main__ as cli
-from schedlab.packs import targets as pack_targets
+from schedlab.packs import PackOutputError
 from schedlab.testbeds import qemu_native as qn
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,19 +117,19 @@ def test_qemu_argv(tmp_path):
 
 
 def test_target_specs():
-    h = pack_targets.target_from_name("ssh:bench@example.org:2222")
+    h = packrun.target_from_name("ssh:bench@example.org:2222")
     assert isinstance(h, Host) and (h.user, h.hostname, h.port) == ("bench", "example.org", 2222)
     assert h.testbed == "lab"
     h.close()
-    assert pack_targets.target_from_name("ssh:example.org").user == "root"
+    assert packrun.target_from_name("ssh:example.org").user == "root"
     for bad in ("ssh:", "ssh:host:port", "dom0", "qemu-native:"):
         with pytest.raises(ValueError):
-            pack_targets.target_from_name(bad)
+            packrun.target_from_name(bad)
 
 
 def test_cli_reports_ssh_failure_clearly(tmp_path, capsys):
     # nothing listens on port 1: ssh fails; the CLI says so and exits 1 (no traceback)
-    rc = cli.main(
+    rc = packrun.main(
         ["run", "pbzip2", "--target", "ssh:root@127.0.0.1:1", "--reps", "1", "--warmup", "0", "--out", str(tmp_path)]
     )
     err = capsys.readouterr().err
@@ -140,7 +138,7 @@ def test_cli_reports_ssh_failure_clearly(tmp_path, capsys):
 
 
 def test_cli_unknown_kernel_config(tmp_path, capsys):
-    rc = cli.main(["run", "pbzip2", "--target", "qemu-native:no-such-kernel", "--out", str(tmp_path)])
+    rc = packrun.main(["run", "pbzip2", "--target", "qemu-native:no-such-kernel", "--out", str(tmp_path)])
     assert rc == 2 and "no fragment" in capsys.readouterr().err
 
 
@@ -239,7 +237,7 @@ def test_native_boot_checks_what_booted(native_target):
 @needs_native
 def test_pack_over_native_target_writes_a_valid_record(native_target, tmp_path):
     pytest.importorskip("jsonschema")
-    paths = runner.run_pack(
+    paths = packrun.run_pack(
         "pbzip2",
         {"threads": "2", "size_mb": "1"},
         native_target,
@@ -265,7 +263,7 @@ def test_pack_over_native_target_writes_a_valid_record(native_target, tmp_path):
 @needs_native
 def test_malformed_output_over_native_target_names_the_run_and_writes_no_record(native_target, tmp_path):
     with pytest.raises(PackOutputError) as e:
-        runner.run_pack(
+        packrun.run_pack(
             "pbzip2",
             {"threads": "1", "size_mb": "1"},
             Garbled(native_target),
@@ -285,7 +283,10 @@ def test_icount_mode_argv():
     """icount_shift: single-threaded TCG with deterministic virtual time; out-of-range shifts
     are refused with the reason."""
     from schedlab.core.testbed import RunFailed
-    from schedlab.testbeds.qemu_host import accel_argv
+    from schedlab.machine import MachineOptions
+
+    def accel_argv(options):
+        return MachineOptions.of(options).accel_argv()
 
     assert accel_argv({"accel": "tcg,thread=multi", "icount_shift": None}) == ["-accel", "tcg,thread=multi"]
     assert accel_argv({"accel": "tcg,thread=multi", "icount_shift": 3}) == [

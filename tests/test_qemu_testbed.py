@@ -100,7 +100,7 @@ def test_host_argv_quoting():
 def test_numa_argv():
     """Fast, always runs: QEMU's -numa arguments for S4's emulated 2-node host."""
     from schedlab.core.testbed import RunFailed
-    from schedlab.testbeds.qemu import numa_argv
+    from schedlab.machine import numa_argv
 
     assert numa_argv(1, 2, 2048) == []
     assert numa_argv(2, 2, 3072) == [

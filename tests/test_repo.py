@@ -9,7 +9,9 @@ from conftest import BIN, ROOT
 
 def test_notebooks_are_committed_without_outputs():
     nbs = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    assert len(nbs) == 11  # one per study table (S2 has two), agreement, validation, sensitivity, two mechanism figures
+    # one per study with a figure of its own (S2 has two), the generic study notebook, agreement,
+    # validation, sensitivity, two mechanism figures
+    assert len(nbs) == 12
     for nb in nbs:
         data = json.loads(nb.read_text())
         assert all(
@@ -89,3 +91,84 @@ def test_ground_floor_imports_nothing_above_it():
     }
     for m in sorted(ground):
         assert graph[m] <= ground, f"{m} imports {sorted(graph[m] - ground)}"
+
+
+# A string that is a study id, or an error label that starts with one ("S0: ..."), is code keyed by
+# study id. These few are not: each is a constant of a workload kind whose value happens to spell
+# the id of the study that first had the workload, frozen because every sim run's seed derives
+# from it (another value would change every run).
+STUDY_ID_ALLOWED = {
+    ("schedlab/workloads/lockwork.py", "SIM_SEED_TAG"),
+    ("schedlab/workloads/lockstorm.py", "SIM_SEED_TAG"),
+    ("schedlab/workloads/bursts.py", "SIM_SEED_TAG"),
+}
+
+
+def study_id_strings(path: Path, ids: set[str]) -> list[tuple[int, str]]:
+    """(line, string) of each string in a Python file that is a study id (any case) or begins
+    with one followed by ':' or ' ' (an error's label); docstrings and the names in
+    STUDY_ID_ALLOWED aside."""
+    import ast
+    import re
+
+    tree = ast.parse(path.read_text())
+    rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
+            skip.add(id(body[0].value))  # a docstring
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and (rel, t.id) in STUDY_ID_ALLOWED for t in node.targets
+        ):
+            skip.add(id(node.value))
+    label = re.compile(r"(?i)^(%s)(:| |$)" % "|".join(map(re.escape, sorted(ids, key=len, reverse=True))))
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            if label.match(node.value):
+                hits.append((node.lineno, node.value))
+    return hits
+
+
+def test_no_code_names_a_study():
+    """Code is keyed by workload kind, never by study id: no string of the package, the workflow's
+    Python, the benchmarks or a notebook that serves any study is a study id or a label made of one.
+    A study's own notebook (notebooks/ID.py) may name its study: its file name does."""
+    ids = {p.stem for p in (ROOT / "config" / "studies").glob("*.yaml")}
+    assert {"s0", "s1"} <= ids
+    files = [
+        *sorted((ROOT / "schedlab").rglob("*.py")),
+        *sorted((ROOT / "benchmarks").glob("*.py")),
+        *sorted((ROOT / "workflow" / "scripts").glob("*.py")),
+        *(p for p in sorted((ROOT / "notebooks").glob("*.py")) if p.stem not in ids),
+    ]
+    found = [f"{f.relative_to(ROOT)}:{ln}: {s[:60]!r}" for f in files for ln, s in study_id_strings(f, ids)]
+    assert not found, "code names a study id:\n" + "\n".join(found)
+    # the rules of the workflow (Snakemake, not Python): a quoted study id
+    import re
+
+    quoted = re.compile(r"""["'](%s)["']""" % "|".join(map(re.escape, sorted(ids, key=len, reverse=True))), re.I)
+    smk = [
+        f"{p.relative_to(ROOT)}:{i}: {ln.strip()[:60]}"
+        for p in sorted((ROOT / "workflow").rglob("*.smk")) + [ROOT / "workflow" / "Snakefile"]
+        for i, ln in enumerate(p.read_text().splitlines(), 1)
+        if quoted.search(ln.split("#", 1)[0])
+    ]
+    assert not smk, "a workflow rule names a study id:\n" + "\n".join(smk)
+
+
+def test_the_study_id_check_can_fail(tmp_path):
+    """The check above finds what it looks for: a study id as a key, an argument and a label (not
+    in a docstring)."""
+    f = tmp_path / "probe.py"
+    f.write_text(
+        '"""S0: a docstring, prose."""\nif study["study"] == "s0":\n    x = {"S2": 1}\n    raise ValueError(f"S4: {x}")\n'
+    )
+    got = [s for _, s in study_id_strings(f, {"s0", "s2", "s4"})]
+    assert got == ["s0", "S2", "S4: "], got

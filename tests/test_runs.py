@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import BIN, schedlab
 
 from schedlab import config, store
-from schedlab.core.plan import plan
+from schedlab.plan import plan
 
 POINT = ["s1", "--testbed", "sim", "--variant", "bug", "--point", "mode=corun", "--seed", "7"]
 

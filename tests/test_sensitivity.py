@@ -1,4 +1,4 @@
-"""The sensitivity sweep (schedlab/report/sensitivity.py, config/sensitivity.yaml): its
+"""The sensitivity sweep (schedlab/sweep.py, its analysis schedlab/report/sensitivity.py, config/sensitivity.yaml): its
 configuration (one line naming file, line and field for bad input), the planner (shipped,
 one at a time, Latin hypercube), the robust / not-robust decision, and one tiny real sweep
 whose records are raw data (written once, reused on a rerun, read without the simulator)."""
@@ -16,6 +16,7 @@ import yaml
 from conftest import ROOT
 
 from schedlab import config, store
+from schedlab import sweep as sens_run
 from schedlab.report import sensitivity as sens
 from schedlab.report import verdicts
 
@@ -25,10 +26,10 @@ from schedlab.report import verdicts
 def _fixed_for(study_path, swept):
     """Every sim_workload leaf not swept, fixed (CALIBRATED ones say so)."""
     study = config.load_study(study_path)
-    cal = sens.calibrated_paths(study_path)
+    cal = sens_run.calibrated_paths(study_path)
     return {
         leaf: ("CALIBRATED, kept" if leaf in cal else "held for the test")
-        for leaf in sens._leaves(study["sim_workload"])
+        for leaf in sens_run._leaves(study["sim_workload"])
         if leaf not in swept
     }
 
@@ -95,18 +96,18 @@ def write_config(path, cfg, studies_dir):
 
 
 def test_shipped_config_covers_every_leaf_and_keeps_calibrated_ones_fixed():
-    sw = sens.load()
+    sw = sens_run.load()
     assert sw.seeds >= 2 and sw.joint_points >= 8
     for sid, plan in sw.studies.items():
-        leaves = sens._leaves(plan.study["sim_workload"])
+        leaves = sens_run._leaves(plan.study["sim_workload"])
         swept = {p.path for p in plan.parameters}
-        cal = sens.calibrated_paths(ROOT / "config" / "studies" / f"{sid}.yaml")
+        cal = sens_run.calibrated_paths(ROOT / "config" / "studies" / f"{sid}.yaml")
         assert not swept & set(cal), sid
         for p in plan.parameters:
             assert p.low <= leaves[p.path] <= p.high and p.why
     # every study the sim models is in it
     assert set(sw.studies) == {"s0", "s1", "s2", "s3", "s4"}
-    assert set(sens.calibrated_paths(ROOT / "config" / "studies" / "s4.yaml")) == {
+    assert set(sens_run.calibrated_paths(ROOT / "config" / "studies" / "s4.yaml")) == {
         "kinds.specjbb.scale",
         "kinds.sysbench.scale",
         "kinds.lmbench.scale",
@@ -121,7 +122,7 @@ def _direction(study, metric, d):
 
 
 def test_conclusions_are_the_comparisons_the_verdicts_use():
-    sw = sens.load()
+    sw = sens_run.load()
     for claim in filter(None, (verdicts.claim_of(config.load_study(s)) for s in config.load_config()["studies"])):
         if claim.study not in sw.studies:
             continue
@@ -190,10 +191,10 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_config_is_one_line_naming_file_line_and_field(case, tmp_path, studies_dir, capsys):
-    path = write_config(tmp_path / "sens.yaml", small_config(), studies_dir)
+    path = write_config(tmp_path / "yaml", small_config(), studies_dir)
     cfg = yaml.safe_load(path.read_text())
     path.write_text(yaml.safe_dump(_mutate(cfg, case), sort_keys=False))
-    rc = sens.main(["validate", "--config", str(path), "--studies-dir", str(studies_dir)])
+    rc = sens_run.main(["validate", "--config", str(path), "--studies-dir", str(studies_dir)])
     err = capsys.readouterr().err
     assert rc == 2, err
     lines = err.strip().splitlines()
@@ -204,26 +205,26 @@ def test_bad_config_is_one_line_naming_file_line_and_field(case, tmp_path, studi
 
 
 def test_a_leaf_neither_swept_nor_fixed_is_named(tmp_path, studies_dir, capsys):
-    path = write_config(tmp_path / "sens.yaml", small_config(), studies_dir)
+    path = write_config(tmp_path / "yaml", small_config(), studies_dir)
     cfg = yaml.safe_load(path.read_text())
     del cfg["studies"]["s1"]["fixed"]["rr.proc_us.cv"]
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    assert sens.main(["validate", "--config", str(path), "--studies-dir", str(studies_dir)]) == 2
+    assert sens_run.main(["validate", "--config", str(path), "--studies-dir", str(studies_dir)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "studies.s1.fixed" in err and "rr.proc_us.cv" in err and "neither swept nor fixed" in err
 
 
 def test_broken_yaml_and_calibrated_fixed_without_saying_so(tmp_path, studies_dir, capsys):
-    path = tmp_path / "sens.yaml"
+    path = tmp_path / "yaml"
     path.write_text("seeds: 2\nseeds: 3\nstudies: {}\n")
-    assert sens.main(["validate", "--config", str(path)]) == 2
+    assert sens_run.main(["validate", "--config", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and f"{path}:2" in err and "duplicate key" in err
     write_config(path, small_config(), studies_dir)
     cfg = yaml.safe_load(path.read_text())
     cfg["studies"]["s1"]["fixed"]["rr.one_way_us.mean"] = "held at its value"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    assert sens.main(["validate", "--config", str(path), "--studies-dir", str(studies_dir)]) == 2
+    assert sens_run.main(["validate", "--config", str(path), "--studies-dir", str(studies_dir)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "rr.one_way_us.mean is CALIBRATED" in err and "must say so" in err
 
@@ -238,9 +239,9 @@ def test_planner_one_at_a_time_and_latin_hypercube(tmp_path, studies_dir):
         {"path": "stream.window_bytes", "low": 87380, "high": 1048576, "type": "int", "why": "receive window"},
         {"path": "stream.proc_us.cv", "low": 0.1, "high": 1.0, "why": "per-segment cost spread"},
     ]
-    sw = sens.load(write_config(tmp_path / "sens.yaml", cfg, studies_dir), studies_dir)
+    sw = sens_run.load(write_config(tmp_path / "yaml", cfg, studies_dir), studies_dir)
     plan = sw.studies["s1"]
-    sets = sens.settings(plan, sw.joint_points, sw.joint_seed)
+    sets = sens_run.settings(plan, sw.joint_points, sw.joint_seed)
     assert [s.kind for s in sets] == ["shipped"] + ["oat"] * 6 + ["joint"] * 8
     assert sets[0].values == {}
     for s in sets[1:7]:  # one parameter at one end, the others shipped
@@ -260,17 +261,17 @@ def test_planner_one_at_a_time_and_latin_hypercube(tmp_path, studies_dir):
         ]
         assert sorted(min(int(v * 8), 7) for v in u) == list(range(8)), (p.path, u)
     # the same seed gives the same plan; another seed another
-    assert sens.settings(plan, 8, sw.joint_seed) == sets
-    assert sens.settings(plan, 8, sw.joint_seed + 1)[7:] != joint
+    assert sens_run.settings(plan, 8, sw.joint_seed) == sets
+    assert sens_run.settings(plan, 8, sw.joint_seed + 1)[7:] != joint
     # apply() changes a copy only; the runs the conclusions need
-    st = sens.apply(plan.study, joint[0].values)
+    st = sens_run.apply(plan.study, joint[0].values)
     assert st["sim_workload"]["stream"]["window_bytes"] == joint[0].values["stream.window_bytes"]
     assert plan.study["sim_workload"]["stream"]["window_bytes"] == 262144
     assert plan.runs() == [("bug", {"mode": "corun"}), ("fixed", {"mode": "corun"})]
 
 
 def test_latin_hypercube_strata():
-    u = sens.latin_hypercube(16, 5, 1)
+    u = sens_run.latin_hypercube(16, 5, 1)
     assert u.shape == (16, 5) and ((u >= 0) & (u < 1)).all()
     for d in range(5):
         assert sorted((u[:, d] * 16).astype(int)) == list(range(16))
@@ -307,9 +308,9 @@ def synthetic_runs(plan, sets, values):
 
 @pytest.fixture
 def plan_and_settings(tmp_path, studies_dir):
-    sw = sens.load(write_config(tmp_path / "sens.yaml", small_config(points=3), studies_dir), studies_dir)
+    sw = sens_run.load(write_config(tmp_path / "yaml", small_config(points=3), studies_dir), studies_dir)
     plan = sw.studies["s1"]
-    return plan, sens.settings(plan, sw.joint_points, sw.joint_seed)
+    return plan, sens_run.settings(plan, sw.joint_points, sw.joint_seed)
 
 
 LOWER = ([100.0, 101, 99, 100.5], [50.0, 51, 49, 50.5])  # variant 50 % lower, clearly significant
@@ -362,9 +363,9 @@ def test_equivalence_outcomes_and_holm():
 def test_equivalence_claim_breaks_when_a_setting_leaves_the_margin(tmp_path, studies_dir):
     cfg = small_config(points=2)
     cfg["studies"]["s1"]["conclusions"][0].update(claim="equivalent", margin_pct=2)
-    sw = sens.load(write_config(tmp_path / "sens.yaml", cfg, studies_dir), studies_dir)
+    sw = sens_run.load(write_config(tmp_path / "yaml", cfg, studies_dir), studies_dir)
     plan = sw.studies["s1"]
-    sets = sens.settings(plan, sw.joint_points, sw.joint_seed)
+    sets = sens_run.settings(plan, sw.joint_points, sw.joint_seed)
     same = ([100.0, 100.2, 99.8, 100.1, 99.9], [100.1, 100.0, 99.9, 100.2, 100.0])
     off = ([100.0, 100.2, 99.8, 100.1, 99.9], [105.1, 105.0, 104.9, 105.2, 105.0])
     vals = {s.id: same for s in sets}
@@ -387,11 +388,11 @@ def test_tiny_sweep_writes_records_once_and_the_analysis_needs_no_simulator(
 ):
     import time
 
-    path = write_config(tmp_path / "sens.yaml", small_config(seeds=2, points=2), studies_dir)
-    sw = sens.load(path, studies_dir)
+    path = write_config(tmp_path / "yaml", small_config(seeds=2, points=2), studies_dir)
+    sw = sens_run.load(path, studies_dir)
     data = tmp_path / "data"
     t0 = time.monotonic()
-    r = sens.sweep(sw, "s1", data, base_seed=1)
+    r = sens_run.sweep(sw, "s1", data, base_seed=1)
     assert time.monotonic() - t0 < 20
     assert r["runs"] == 5 * 2 * 2 and r["new"] == 20 and r["failed"] == 0
     folder = data / "raw" / "sensitivity" / "s1"
@@ -410,7 +411,7 @@ def test_tiny_sweep_writes_records_once_and_the_analysis_needs_no_simulator(
     assert len(keys) == 20
     mtimes = {f: f.stat().st_mtime_ns for f in files}
     # a rerun skips every run on disk and rewrites nothing
-    r2 = sens.sweep(sw, "s1", data, base_seed=1)
+    r2 = sens_run.sweep(sw, "s1", data, base_seed=1)
     assert r2["new"] == 0 and sorted(folder.glob("*.json")) == files
     assert all(f.stat().st_mtime_ns == m for f, m in mtimes.items())
     # the analysis reads the records through the manifest; the simulator is not touched
@@ -421,36 +422,36 @@ def test_tiny_sweep_writes_records_once_and_the_analysis_needs_no_simulator(
 
     monkeypatch.setattr(simtb, "run_scenario", no_sim)
     runs = sens.read_runs(sw, "s1", data)
-    assert len(runs) == 20 and set(runs["setting"]) == {s.id for s in sens.settings(sw.studies["s1"], 2, 7)}
+    assert len(runs) == 20 and set(runs["setting"]) == {s.id for s in sens_run.settings(sw.studies["s1"], 2, 7)}
     eff = sens.effects(runs, sw.studies["s1"], sw.confidence)
     rob = sens.robustness(eff, sw.studies["s1"])
     assert list(rob["conclusion"]) == ["tput", "lat"]
     assert np.isfinite(rob["shipped_pct"]).all()
     # select() rebuilds the same manifest from the records alone
-    before = json.loads(sens.manifest_path(data, "s1").read_text())
-    sel = sens.select(sw, "s1", data)
+    before = json.loads(sens_run.manifest_path(data, "s1").read_text())
+    sel = sens_run.select(sw, "s1", data)
     assert sel["runs"] == 20 and sel["missing"] == 0
-    assert json.loads(sens.manifest_path(data, "s1").read_text()) == before
+    assert json.loads(sens_run.manifest_path(data, "s1").read_text()) == before
     # a changed range is another configuration: the old manifest is refused, not misread
     cfg = yaml.safe_load(path.read_text())
     cfg["studies"]["s1"]["parameters"][0]["high"] = 30
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    with pytest.raises(sens.SensitivityError, match="written for another"):
-        sens.read_runs(sens.load(path, studies_dir), "s1", data)
+    with pytest.raises(sens_run.SensitivityError, match="written for another"):
+        sens.read_runs(sens_run.load(path, studies_dir), "s1", data)
 
 
 def test_a_sweep_with_two_jobs_writes_the_same_records_and_manifest(tmp_path, studies_dir, sim_binary):
     """--jobs runs simulator processes side by side; the records (their run keys and metrics)
     and the manifest's order are those of the sweep one run at a time."""
-    path = write_config(tmp_path / "sens.yaml", small_config(seeds=2, points=2), studies_dir)
-    sw = sens.load(path, studies_dir)
+    path = write_config(tmp_path / "yaml", small_config(seeds=2, points=2), studies_dir)
+    sw = sens_run.load(path, studies_dir)
     out = {}
     for jobs in (1, 2):
         data = tmp_path / f"data{jobs}"
-        r = sens.sweep(sw, "s1", data, base_seed=1, jobs=jobs)
+        r = sens_run.sweep(sw, "s1", data, base_seed=1, jobs=jobs)
         assert r["new"] == 20 and r["failed"] == 0
         recs = [store.read_record(f) for f in sorted((data / "raw" / "sensitivity" / "s1").glob("*.json"))]
-        man = json.loads(sens.manifest_path(data, "s1").read_text())
+        man = json.loads(sens_run.manifest_path(data, "s1").read_text())
         out[jobs] = (
             [(x["run_id"], x["metrics"]) for x in recs],
             [[e["run_id"] for e in s["runs"]] for s in man["settings"]],

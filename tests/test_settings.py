@@ -1,6 +1,7 @@
 """workflow/schemas/settings.schema.json against what the testbeds read: the keys (and
 defaults) of every testbed's options are its DEFAULTS', a variant's simulator switches are
-those sim.py passes on, the sim_workload keys are those its scenario builders read, and the
+those the scenario builders pass on, the sim_workload keys are those they read (each workload
+kind's sim_scenarios and sim_metrics, and the scenario format's pieces), and the
 simulator's own settings, lock types and distributions are those sim/src/engine.c accepts.
 So a schema and a testbed cannot drift apart: a new option without a schema entry fails
 here, and an option the schema allows but no testbed reads fails too."""
@@ -22,7 +23,21 @@ from schedlab.testbeds import lab, qemu_host, sim
 SCHEMA = config._schema("settings")
 DEFS = SCHEMA["$defs"]
 ENGINE = (ROOT / "sim" / "src" / "engine.c").read_text()
-SIM_PY = ROOT / "schedlab" / "testbeds" / "sim.py"
+SCENARIO_PY = ROOT / "schedlab" / "workloads" / "scenario.py"
+
+
+def _sim_code() -> str:
+    """The code that turns a study's sim_workload and a variant's switches into scenarios: the
+    scenario format's pieces, each workload kind's sim_scenarios and sim_metrics, sim.py."""
+    import inspect
+    import textwrap
+
+    parts = [SCENARIO_PY.read_text(), (ROOT / "schedlab" / "testbeds" / "sim.py").read_text()]
+    for kind in workloads.KINDS:
+        model = workloads.sim_model(kind)
+        if model:
+            parts += [textwrap.dedent(inspect.getsource(f)) for f in model]
+    return "\n\n".join(parts)
 
 
 def _options(testbed: str) -> dict:
@@ -63,23 +78,25 @@ def test_sim_xen_settings_are_the_simulators():
 
 
 def _xen_map_keys() -> set[str]:
-    fn = next(n for n in ast.parse(SIM_PY.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "_xen")
+    fn = next(
+        n for n in ast.parse(SCENARIO_PY.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "xen_options"
+    )
     d = next(n for n in ast.walk(fn) if isinstance(n, ast.Dict))
     return {k.value for k in d.keys}
 
 
 def test_variant_sim_settings_are_what_sim_py_reads():
-    read = _xen_map_keys() | {"lock", "placement"}  # _need(sim, "lock"), _need(sim, "placement")
+    read = _xen_map_keys() | {"lock", "placement"}  # need(sim, "lock"), need(sim, "placement")
     assert set(DEFS["sim_variant"]["properties"]) == read
-    src = SIM_PY.read_text()
-    assert '_need(sim, "lock"' in src and '_need(sim, "placement"' in src
+    src = _sim_code()
+    assert 'need(sim, "lock"' in src and 'need(sim, "placement"' in src
 
 
 def _read_keys(var: str) -> set[str]:
-    """String keys sim.py reads from the variable `var`: var["k"], var.get("k"), "k" in var,
-    _need(var, "k")."""
+    """String keys the scenario code reads from the variable `var`: var["k"], var.get("k"),
+    "k" in var, need(var, "k")."""
     keys = set()
-    for n in ast.walk(ast.parse(SIM_PY.read_text())):
+    for n in ast.walk(ast.parse(_sim_code())):
         if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == var:
             if isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str):
                 keys.add(n.slice.value)
@@ -88,7 +105,7 @@ def _read_keys(var: str) -> set[str]:
             if isinstance(f, ast.Attribute) and f.attr == "get" and isinstance(f.value, ast.Name) and f.value.id == var:
                 if n.args and isinstance(n.args[0], ast.Constant):
                     keys.add(n.args[0].value)
-            if isinstance(f, ast.Name) and f.id == "_need" and isinstance(n.args[0], ast.Name) and n.args[0].id == var:
+            if isinstance(f, ast.Name) and f.id == "need" and isinstance(n.args[0], ast.Name) and n.args[0].id == var:
                 keys.add(n.args[1].value)
         elif isinstance(n, ast.Compare) and isinstance(n.comparators[0], ast.Name) and n.comparators[0].id == var:
             if isinstance(n.left, ast.Constant) and isinstance(n.ops[0], ast.In):

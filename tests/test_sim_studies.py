@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from schedlab import config
+from schedlab import config, testbeds
 from schedlab.config import ConfigError
 from schedlab.core.testbed import RunResult
 from schedlab.testbeds.sim import SimTestbed
@@ -98,7 +98,7 @@ def test_config_errors_stop_at_once_without_retries(tmp_path, sim_binary):
     s = copy.deepcopy(study("s1"))
     del s["sim_workload"]
     with pytest.raises(ConfigError, match="no `sim_workload` section"):
-        PointRunner(s, "sim", "bug", {"mode": "corun"}, tmp_path, 1).run_rep(0)
+        PointRunner(s, "sim", "bug", {"mode": "corun"}, tmp_path, 1, testbed=testbeds.get("sim")).run_rep(0)
     assert not list(tmp_path.rglob("*.json"))
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from conftest import schedlab
 
-from schedlab import config
+from schedlab import config, testbeds
 from schedlab.report.tables import StudyTable
 from schedlab.run import PointRunner, dataset, plan
 
@@ -145,7 +145,7 @@ def test_dataset_rederives_the_manifest_from_records(sim_binary, tmp_path):
     made = {}
     for v in st["variants"]:
         for p in config.points(st, "sim"):
-            recs = PointRunner(st, "sim", v, p, tmp_path, 11).run()
+            recs = PointRunner(st, "sim", v, p, tmp_path, 11, testbed=testbeds.get("sim")).run()
             made[(v, config.point_id(p))] = [r["run_id"] for r in recs]
     out = tmp_path / "all.json"
     res = dataset(st, "sim", tmp_path, 11, out)

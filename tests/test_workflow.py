@@ -51,7 +51,7 @@ def test_lab_lock_keeps_the_pipeline_pins():
 def test_rules_need_no_installed_package():
     """Jobs run `python -m schedlab...` with PYTHONPATH set by the Snakefile (a conda env has
     no `pip install -e .`), never the `schedlab` console script."""
-    assert "PYTHONPATH" in (ROOT / "Snakefile").read_text()
+    assert "PYTHONPATH" in (ROOT / "workflow" / "Snakefile").read_text()
     for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
         for m in re.finditer(r'"((?:[^"\\]|\\.)*)"', smk.read_text()):
             assert not re.match(r"\s*schedlab\s", m.group(1)), f"{smk.name}: {m.group(1)}"
@@ -62,9 +62,10 @@ def test_profile_holds_the_flags(env_path):
     assert prof["cores"] == "all" and "testbed_host=1" in prof["resources"]
     assert prof["rerun-incomplete"] and prof["show-failed-logs"]
     makefile = (ROOT / "Makefile").read_text()
-    assert "--resources" not in makefile and "--workflow-profile workflow/profiles/default" in makefile
+    # the profile beside the Snakefile (workflow/): Snakemake finds both by itself, unnamed
+    assert "--resources" not in makefile and "--workflow-profile" not in makefile
     r = subprocess.run(
-        [str(BIN / "snakemake"), "-n", "--workflow-profile", str(PROFILE.relative_to(ROOT))],
+        [str(BIN / "snakemake"), "-n"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -77,7 +78,7 @@ def test_profile_holds_the_flags(env_path):
 
 def test_snakemake_lint_and_snakefmt_are_clean(env_path):
     r = subprocess.run(
-        [str(BIN / "snakemake"), "--lint", "--workflow-profile", "workflow/profiles/default"],
+        [str(BIN / "snakemake"), "--lint"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -38,11 +38,20 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from schedlab.builds import rootfs
+
+# the shared build steps under the names this module's recipes spell (builds.steps says why)
+from schedlab.builds.steps import Log
+from schedlab.builds.steps import dir_size as _dir_size
+from schedlab.builds.steps import finish as _finish
+from schedlab.builds.steps import niced as _nice
+from schedlab.builds.steps import recipe_key as _key
+from schedlab.builds.steps import run as _run
+from schedlab.builds.steps import stderr_log as _stderr
+from schedlab.core import files
 from schedlab.core.recipes import code_sha256
 from schedlab.host import sha256_file  # re-exported: qemu.py uses qi.sha256_file
 
@@ -84,45 +93,9 @@ GUEST_LOCKMOD = "lib/lockmod/lockmod.ko"
 HOST_KEY_ALIAS = "schedlab-dom0"
 
 
-Log = Callable[[str], None]
-
-
-def _stderr(msg: str) -> None:
-    import sys
-
-    print(msg, file=sys.stderr, flush=True)
-
-
 def cache_root() -> Path:
-    base = os.environ.get("SCHEDLAB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "schedlab")
-    return Path(base) / "qemu"
-
-
-def _key(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _run(argv, log: Log | None = None, **kw) -> subprocess.CompletedProcess:
-    if log:
-        log("$ " + " ".join(map(str, argv)))
-    res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, **kw)
-    if res.returncode != 0:
-        raise RuntimeError(
-            f"command failed ({res.returncode}): {' '.join(map(str, argv))}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
-        )
-    return res
-
-
-def _nice(argv: list) -> list:
-    return ["nice", "-n", "10", *argv]
-
-
-def _finish(tmp: Path, final: Path) -> Path:
-    if final.exists():  # another builder won the race
-        shutil.rmtree(tmp, ignore_errors=True)
-        return final
-    os.replace(tmp, final)
-    return final
+    """$SCHEDLAB_CACHE/qemu: the qemu testbed's images."""
+    return files.cache_root() / "qemu"
 
 
 def _apt_download(pkg: str, dest: Path, log: Log | None) -> tuple[Path, str]:
@@ -611,10 +584,6 @@ def _build_dom0_initrd(root: Path, kver: str, out: Path) -> None:
         shutil.copy(GUEST_DIR / "dom0-initramfs-init.sh", stage / "init")
         os.chmod(stage / "init", 0o755)
         _cpio_gz(stage, out)
-
-
-def _dir_size(path: Path) -> int:
-    return int(_run(["du", "-sb", "--apparent-size", path]).stdout.split()[0])
 
 
 def ensure_dom0(*, build: bool = True, log: Log | None = _stderr, keep_rootfs: bool = False) -> Path:

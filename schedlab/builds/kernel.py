@@ -33,10 +33,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from schedlab.builds.steps import Log
+from schedlab.builds.steps import stderr_log as _stderr
+from schedlab.core import files
 from schedlab.core.recipes import code_sha256
 from schedlab.host import sha256_file
 
@@ -56,21 +58,14 @@ MAKE_VARS = {
 }
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
-Log = Callable[[str], None]
-
 
 class KernelBuildError(Exception):
     """The kernel cannot be built: missing package, bad fragment, an option that did not stick."""
 
 
-def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 def cache_root() -> Path:
-    """$SCHEDLAB_CACHE/kernel (default ~/.cache/schedlab/kernel), like schedlab.builds.images.cache_root()."""
-    base = os.environ.get("SCHEDLAB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "schedlab")
-    return Path(base) / "kernel"
+    """$SCHEDLAB_CACHE/kernel (default ~/.cache/schedlab/kernel)."""
+    return files.cache_root() / "kernel"
 
 
 # -- fragments ---------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Lab builds: what the lab driver installs on a host, one folder per variant build.
 
-    python -m schedlab.builds.lab make --study s1 [--variant bug] [--out DIR] [--stock debian|source]
-                                       [--manifest build/lab/s1.json]
-    python -m schedlab.builds.lab show --study s1
+    python -m schedlab.builds.lab make --study STUDY [--variant V] [--out DIR] [--stock debian|source]
+                                       [--manifest build/lab/STUDY.json]
+    python -m schedlab.builds.lab show --study STUDY
 
 A build folder is <builds dir>/<build name>/ (build name: LabTestbed.build_name,
 `xen-<patch series>_kernel-<kernel config>`; builds dir: $SCHEDLAB_LAB_BUILDS, default
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedlab.core.files import atomic_write
+from schedlab.core.files import atomic_write, cache_relative, cache_root
 from schedlab.host import sha256_file
 
 BUILD_ID = re.compile(r"^[0-9a-f]{16,64}$")
@@ -118,8 +118,6 @@ BUILD_FORMAT = 1
 
 
 def default_builds_dir() -> Path:
-    from schedlab.lab.inventory import cache_root
-
     return Path(os.environ.get("SCHEDLAB_LAB_BUILDS") or cache_root() / "builds" / "lab")
 
 
@@ -204,12 +202,7 @@ def kernel_source(config: str) -> tuple[Path, Path, dict]:
 
 def _cache_rel(p: Path) -> str:
     """A cache path as $SCHEDLAB_CACHE/...: build.json names no absolute path of this machine."""
-    from schedlab.lab.inventory import cache_root
-
-    try:
-        return "$SCHEDLAB_CACHE/" + str(Path(p).resolve().relative_to(cache_root().resolve()))
-    except ValueError:
-        return Path(p).name
+    return cache_relative(p) or Path(p).name
 
 
 # --- making one build --------------------------------------------------------------------------
@@ -358,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     mk = sub.add_parser("make", help="make the lab builds of a study's variants")
     sh = sub.add_parser("show", help="print the builds of a study (build ids as the driver installs them)")
     for p in (mk, sh):
-        p.add_argument("--study", required=True, help="study name or file (s1, config/studies/s1.yaml)")
+        p.add_argument("--study", required=True, help="study name or file (NAME, config/studies/NAME.yaml)")
         p.add_argument(
             "--out",
             type=Path,

@@ -48,7 +48,15 @@ from pathlib import Path
 from schedlab import packs
 from schedlab.builds import images as qi
 from schedlab.builds import rootfs
-from schedlab.builds.images import Log, _dir_size, _finish, _key, _nice, _run, _stderr
+
+# the shared build steps under the names this module's recipes spell (builds.steps says why)
+from schedlab.builds.steps import Log
+from schedlab.builds.steps import dir_size as _dir_size
+from schedlab.builds.steps import finish as _finish
+from schedlab.builds.steps import niced as _nice
+from schedlab.builds.steps import recipe_key as _key
+from schedlab.builds.steps import run as _run
+from schedlab.builds.steps import stderr_log as _stderr
 from schedlab.core.recipes import code_sha256
 from schedlab.host import sha256_file
 

@@ -1,6 +1,7 @@
 """Derived files (manifests, tables, build descriptions, host state) are replaced atomically:
 a reader sees the old file or the new one, never half of one. Raw records have their own,
-stricter writer (schedlab.store: never replaced at all)."""
+stricter writer (schedlab.store: never replaced at all). Built artifacts live outside the
+repository, under one cache root ($SCHEDLAB_CACHE)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,22 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from schedlab.core.inputs import InputError, read_input
+
+
+def cache_root() -> Path:
+    """$SCHEDLAB_CACHE, default ~/.cache/schedlab: the one root of what is built and cached
+    outside the repository (qemu/ images, kernel/ builds, builds/lab/, lab/ host state)."""
+    base = os.environ.get("SCHEDLAB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "schedlab")
+    return Path(base)
+
+
+def cache_relative(p: Path | str) -> str | None:
+    """A path under the cache root as `$SCHEDLAB_CACHE/...` (what records and build
+    descriptions keep: no path of this machine), or None for a path outside it."""
+    try:
+        return "$SCHEDLAB_CACHE/" + str(Path(p).resolve().relative_to(cache_root().resolve()))
+    except ValueError:
+        return None
 
 
 def atomic_write(path: Path | str, data: str | bytes) -> Path:

@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from schedlab.builds.lab import BUILD_ID, Build  # noqa: F401  (drv.Build: the driver's input)
+from schedlab.builds.lab import Build
 from schedlab.core.files import atomic_write
 from schedlab.core.testbed import RunFailed, RunResult
 from schedlab.host import Host, HostError, parse_kv
@@ -93,7 +93,7 @@ def _is_key_mismatch(e: Exception) -> bool:
     )
 
 
-# Build (what is installed on a host) lives in the build stage: schedlab.builds.lab.
+# Build (what is installed on a host) comes from the build stage below: schedlab.builds.lab.
 
 
 # --- per-host state: lock, failures, quarantine ----------------------------------------------

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from schedlab.config import ROOT, ConfigError, _field, _line_of, _schema, _short, _validator_class, load_yaml, validate
+from schedlab.core.files import cache_root
 
 DEFAULT_PATH = ROOT / "config" / "lab.yaml"
 ENV_INVENTORY = "SCHEDLAB_LAB_INVENTORY"
@@ -48,12 +49,6 @@ BUILTIN: dict[str, dict[str, Any]] = {
     "policy": {"boot_attempts": 3, "quarantine_after": 2},
 }
 BMC_DEFAULTS = {"type": "ipmi-lan", "port": 623, "privilege": "ADMINISTRATOR", "timeout_s": 20, "retries": 1}
-
-
-def cache_root() -> Path:
-    """$SCHEDLAB_CACHE, default ~/.cache/schedlab (the same root the qemu testbed uses)."""
-    base = os.environ.get("SCHEDLAB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "schedlab")
-    return Path(base)
 
 
 @dataclass(frozen=True)

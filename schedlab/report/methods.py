@@ -59,7 +59,7 @@ def _and(items: list[str]) -> str:
 
 
 def study_label(study: str) -> str:
-    """s1 -> S1; s2native -> S2 (native): a study's name in the text."""
+    """sN -> SN; sNxyz -> SN (xyz): a study's name in the text (other names as they are)."""
     m = re.fullmatch(r"s(\d+)(\w*)", study)
     return f"S{m.group(1)}" + (f" ({m.group(2)})" if m.group(2) else "") if m else study
 
@@ -197,7 +197,9 @@ def _time_mode_text(options: dict | None, why: str | None = None) -> str:
     and why it suits the study (the study file's time_mode_why)."""
     if options is None:
         return ""
-    shift = options.get("icount_shift")
+    from schedlab.machine import MachineOptions
+
+    shift = MachineOptions.of(options).icount_shift
     if shift is None:
         text = " Guest time: multi-threaded TCG (follows the development machine's speed)."
     else:

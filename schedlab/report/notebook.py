@@ -120,7 +120,7 @@ def repo_root(start: Path | None = None) -> Path:
     in notebooks/ (JupyterLab)."""
     p = (start or Path.cwd()).resolve()
     for cand in (p, *p.parents):
-        if (cand / "Snakefile").exists() and (cand / "config" / "studies").is_dir():
+        if (cand / "workflow" / "Snakefile").exists() and (cand / "config" / "studies").is_dir():
             return cand
     return config.ROOT
 
@@ -390,9 +390,9 @@ class StudyContext:
         if tbd.get("icount_shift") is not None and "accel" in tbd:
             # Records before 2026-11-25 name the accel option, which icount overrides: say
             # what QEMU ran, as the testbed derives it
-            from schedlab.testbeds.qemu_host import accel_argv
+            from schedlab.machine import MachineOptions
 
-            tbd = {**tbd, "accel": accel_argv(tbd)[1]}
+            tbd = {**tbd, "accel": MachineOptions.of(tbd).accel_ran}
         from schedlab.report.methods import _short
 
         # A natively booted kernel runs no Xen: older records of such studies still name
@@ -446,11 +446,18 @@ class StudyContext:
         return side
 
 
-def mechanism_setup(study_name: str, studies_dir: str, out_dir: str) -> tuple[dict, Path]:
-    """The study file and the output folder (created) of a mechanism notebook (mechanism, s1mechanism), which
-    runs the simulator itself instead of reading records as StudyContext does; the notebook's `studies_dir`
-    and `out_dir` parameters are relative to the repository root, wherever the kernel runs (repo_root)."""
+def mechanism_setup(study_name: str, studies_dir: str, out_dir: str, figure: str = "") -> tuple[dict, Path]:
+    """The study file and the output folder (created) of a figure of its own (config/config.yaml,
+    figures:), whose notebook runs the simulator itself instead of reading records as StudyContext
+    does; an empty `study_name` is the study config/config.yaml names for `figure`. The notebook's
+    `studies_dir` and `out_dir` parameters are relative to the repository root, wherever the kernel
+    runs (repo_root)."""
     root = repo_root()
+    if not study_name:
+        figures = config.load_yaml(root / "config" / "config.yaml")[0].get("figures") or {}
+        if figure not in figures:
+            raise config.ConfigError(f"config/config.yaml: field figures: no study for figure {figure!r}")
+        study_name = figures[figure]
     study = config.load_study(root / studies_dir / f"{study_name}.yaml")
     out = (root / out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -593,14 +593,14 @@ def _sim_metrics(sc: dict, study: dict, point: dict, res: dict[str, dict], guest
     compute it (S0's build time, S1's latency, S2's ops), else SIM_METRICS. NaN where the mirror
     cannot give it (a build that never ends on a mutant)."""
     from schedlab.core.testbed import RunFailed
-    from schedlab.testbeds.sim import BUILDERS
+    from schedlab.testbeds.sim import model_of
 
     want = {e["metric"] for e in sc["effects"]}
     out = {}
     own: dict = {}
     if want - set(SIM_METRICS):
         try:
-            own = BUILDERS[study["study"]][1](study, res, point, study["sim_workload"])[0]
+            own = model_of(study)[1](study, res, point, study["sim_workload"])[0]
         except (RunFailed, ZeroDivisionError, KeyError, StopIteration):
             own = {}
     for m in want:

@@ -2,7 +2,7 @@
 and a verdict, decided by fixed rules from the same sidecars the study tables come from.
 
     python -m schedlab.report.verdicts --paper-dir paper --studies-dir config/studies \\
-        --study s0 ... --pair s0:sim ... --testbed sim --testbed qemu --measured sim
+        --study STUDY ... --pair STUDY:TESTBED ... --testbed sim --testbed qemu --measured sim
 
 The claims (which comparisons test them, in which direction, with which margin, and where
 a testbed cannot test them at all) are written in each study file (`claim:`) before looking

@@ -1,6 +1,6 @@
 """The lab testbed: real Xen hosts in a rack, over ssh, with BMC power control.
 
-    schedlab run config/studies/s1.yaml --testbed lab --host virtual ...
+    schedlab run config/studies/STUDY.yaml --testbed lab --host virtual ...
 
 `--host` names an inventory host or pool (config/lab.yaml, or
 $SCHEDLAB_LAB_INVENTORY). The first host of it that is neither quarantined nor
@@ -15,7 +15,7 @@ booting its default entry. Records are written by schedlab.run as for every
 testbed; failures become failure records and retries.
 
 Builds are folders made by schedlab.builds.lab (`python -m schedlab.builds.lab make
---study s1`, or the Snakemake rule lab_builds). Workloads are those of the qemu
+--study STUDY`, or the Snakemake rule lab_builds). Workloads are those of the qemu
 testbed (schedlab.workloads, driven from dom0 over ssh): `workloads.get(kind)(host,
 domains, options, point, seed, booted)`, options = schedlab.workloads.DEFAULTS and
 this testbed's, overridden by the study's `testbeds.lab.options`. Tests may inject
@@ -245,9 +245,6 @@ class LabTestbed(Testbed):
 
 def _cache_rel(p: Path) -> str:
     """$SCHEDLAB_CACHE/... for a folder in the cache (records name no path of this machine)."""
-    from schedlab.lab.inventory import cache_root
+    from schedlab.core.files import cache_relative
 
-    try:
-        return "$SCHEDLAB_CACHE/" + str(Path(p).resolve().relative_to(cache_root().resolve()))
-    except ValueError:
-        return str(p)
+    return cache_relative(p) or str(p)

@@ -15,7 +15,6 @@ those of hardware and caches/TLBs/memory latency are not modelled. See docs/qemu
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import os
@@ -26,124 +25,64 @@ import time
 from pathlib import Path
 from typing import Any
 
+from schedlab import machine as qm
 from schedlab.builds import images as qi
 from schedlab.core.testbed import RunFailed, RunResult, Testbed
-from schedlab.testbeds.qemu_host import (  # noqa: F401
-    DEFAULTS,
-    HOST_TICKS,
-    _die_with_parent,
-    _free_port,
-    accel_argv,
-    host_cpu_ticks,
-    loopback_host,
-    numa_argv,
-    overlay,
-    qemu_argv,
-    recorded_argv,
-    stop_process_group,
-)
+from schedlab.testbeds.qemu_host import DEFAULTS, machine
 
 from .. import workloads
 from ..host import HostError, HostTimeout, parse_kv
 from ..workloads.xl import Domains
 
 
-class QemuVM:
+class QemuVM(qm.Machine):
     """One QEMU process running Xen + dom0; `host` is the ssh driver for dom0."""
+
+    disk_name = "dom0.qcow2"
+    ssh_interval = 3.0
 
     def __init__(self, images: qi.Images, xen: Path, xen_cmdline: str, cfg: dict, workdir: Path):
         self.images, self.xen, self.xen_cmdline, self.cfg = images, xen, xen_cmdline, cfg
-        self.workdir = workdir
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.serial_log = workdir / "serial.log"
-        self.port = _free_port()
-        self.proc: subprocess.Popen | None = None
+        self.machine = machine(cfg)
+        port = qm.free_port()
+        super().__init__(workdir, port, qm.loopback_host(port, images, qi.HOST_KEY_ALIAS))
         self.boot_seconds: float | None = None
         self.runs = 0  # runs done in this boot
         self.info: dict[str, str] = {}
-        self.host = loopback_host(self.port, images, qi.HOST_KEY_ALIAS)
 
     @property
     def dom0_cmdline(self) -> str:
         line = "root=/dev/vda rw console=hvc0 earlyprintk=xen net.ifnames=0 init=/sbin/schedlab-init"
-        if self.cfg.get("icount_shift") is not None:
+        if self.machine.counts_instructions:
             # Under icount dom0 miscalibrates the TSC (~20 GHz at shift 5) and may switch
             # to it; Xen's PV clock follows Xen's system time, the clock the guests use.
             line += " clocksource=xen"
         return line
 
     def argv(self) -> list[str]:
-        c = self.cfg
         for p in (self.images.kernel, self.images.initrd):
             if "," in str(p) or " " in str(p):
                 raise RunFailed(f"image path {p} contains ',' or ' ' (QEMU multiboot module syntax)")
         modules = f"{self.images.kernel} {self.dom0_cmdline},{self.images.initrd}"
         return [
-            *qemu_argv(
-                c,
+            *qm.qemu_argv(
+                self.machine,
                 kernel=str(self.xen),
                 append=self.xen_cmdline,
                 serial_log=self.serial_log,
-                disk=self.workdir / "dom0.qcow2",
+                disk=self.workdir / self.disk_name,
                 port=self.port,
             ),
             *["-monitor", "none", "-initrd", modules],
         ]
 
     def start(self) -> None:
-        overlay(self.images.disk, self.workdir / "dom0.qcow2")
-        argv = self.argv()
-        (self.workdir / "qemu-argv.json").write_text(json.dumps(argv, indent=1))
-        self.t_start = time.monotonic()
-        with open(self.workdir / "qemu.out", "wb") as out:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        _LIVE.add(self)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        qm.overlay(self.images.disk, self.workdir / self.disk_name)
+        super().start()
 
     def wait_ready(self, timeout: float) -> float:
-        self.host.wait_for_ssh(timeout, interval=3, alive=self.alive)
-        self.boot_seconds = time.monotonic() - self.t_start
+        self.boot_seconds = self.wait_for_ssh(timeout)
         return self.boot_seconds
-
-    def log_tail(self, nbytes: int = 20000) -> str:
-        parts = []
-        for f in (self.serial_log, self.workdir / "qemu.out"):
-            try:
-                data = f.read_bytes()[-nbytes:].decode(errors="replace")
-                parts.append(f"==> {f.name} <==\n{data}")
-            except OSError:
-                pass
-        return "\n".join(parts)
-
-    def kill(self) -> None:
-        try:
-            self.host.close()
-        except (OSError, subprocess.SubprocessError):
-            pass
-        stop_process_group(self.proc)
-        _LIVE.discard(self)
-        try:
-            (self.workdir / "dom0.qcow2").unlink()
-        except OSError:
-            pass
-
-
-_LIVE: set[QemuVM] = set()
-
-
-@atexit.register
-def _kill_all() -> None:
-    for vm in list(_LIVE):
-        vm.kill()
 
 
 class QemuTestbed(Testbed):
@@ -271,12 +210,7 @@ class QemuTestbed(Testbed):
         d = {
             "testbed": "qemu",
             "qemu": qv.stdout.splitlines()[0] if qv.returncode == 0 else "missing",
-            "accel": accel_argv(o)[1],  # what QEMU runs: icount forces one TCG thread
-            **({"icount_shift": o["icount_shift"]} if o["icount_shift"] is not None else {}),
-            "cpu": o["cpu"],
-            "smp": o["smp"],
-            "memory_mb": o["memory_mb"],
-            **({"numa_nodes": o["numa_nodes"]} if o["numa_nodes"] != 1 else {}),
+            **machine(o).described(),  # accel: what QEMU runs (icount forces one TCG thread)
             "xen_build": o["xen_build"],
             "xen_debian": im.xen_meta,  # Debian's prebuilt one; each run's counters.xen has what it booted
             "dom0": {k: im.dom0_meta[k] for k in ("suite", "kernel", "versions", "sha256")},
@@ -318,7 +252,7 @@ class QemuTestbed(Testbed):
         try:
             if self._domains is None or self._domains.host is not vm.host:
                 self._domains = Domains(vm.host)
-            ticks0 = host_cpu_ticks()
+            ticks0 = qm.host_cpu_ticks()
             # dom0 shares the pCPUs with the guests: its CPU time over the whole run, in every record
             dom0_cpu0 = self._domains.cpu_times().get("Domain-0")
             res = workload(
@@ -343,20 +277,22 @@ class QemuTestbed(Testbed):
                 "build_id": vm.info.get("build_id"),
             }
             # cpu_mhz: Xen's calibrated TSC rate; under icount the trace's ticks run ~5 % off it,
-            # so sched_events.tsc_span over trace_window_guest_s converts them (docs/qemu-testbed.md)
+            # so sched_events.tsc_span over trace_window_guest_s converts them (docs/qemu-measurements.md)
             res.counters["booted"] = {
                 k: vm.info.get(k)
                 for k in ("xen_version", "xen_changeset", "xen_commandline", "xen_scheduler", "release", "cpu_mhz")
             }
+            m = machine(cfg)
             res.counters["qemu"] = {
-                k: cfg[k] for k in ("accel", "icount_shift", "cpu", "smp", "memory_mb", "numa_nodes", "xen_build")
+                **m.fields(),
+                "accel": m.accel_ran,  # what QEMU ran: icount forces one TCG thread
+                "xen_build": cfg["xen_build"],
+                "argv": qm.recorded_argv(vm.argv(), vm.workdir),  # exactly what ran
             }
-            res.counters["qemu"]["accel"] = accel_argv(cfg)[1]  # what QEMU ran: icount forces one TCG thread
-            res.counters["qemu"]["argv"] = recorded_argv(vm.argv(), vm.workdir)  # exactly what ran
             res.counters["host_loadavg"] = os.getloadavg()  # this machine's load: TCG speed depends on it
-            ticks1 = host_cpu_ticks()
-            if ticks0 and len(ticks1) == len(ticks0):
-                res.counters["host_cpu_ticks"] = dict(zip(HOST_TICKS, (b - a for a, b in zip(ticks0, ticks1))))
+            ticks = qm.ticks_between(ticks0, qm.host_cpu_ticks())
+            if ticks is not None:
+                res.counters["host_cpu_ticks"] = ticks
             return res
         except (
             HostError,
@@ -412,14 +348,7 @@ class QemuTestbed(Testbed):
 
     # -- booting -------------------------------------------------------------------------------
     def _ensure_vm(self, xen: Path, cmdline: str, cfg: dict) -> QemuVM:
-        key = (
-            str(xen),
-            qi.sha256_file(xen),
-            cmdline,
-            json.dumps(
-                {k: cfg[k] for k in ("accel", "icount_shift", "cpu", "smp", "memory_mb", "numa_nodes")}, sort_keys=True
-            ),
-        )
+        key = (str(xen), qi.sha256_file(xen), cmdline, machine(cfg).reuse_key())
         if self._vm is not None and self._vm_key == key and self._vm.alive():
             return self._vm
         self.close()

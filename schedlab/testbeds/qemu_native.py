@@ -31,17 +31,16 @@ RunFailed raised with the log (the run stage records a failed run and retries).
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from schedlab import machine as qm
 from schedlab import packs
 from schedlab.builds import kernel as kb
 from schedlab.builds import native as ni
@@ -49,17 +48,8 @@ from schedlab.core.testbed import RunFailed, RunResult
 from schedlab.host import Host, HostError, HostTimeout
 from schedlab.packs.base import Context, PackError, gather_facts
 from schedlab.targets import TargetError
-from schedlab.testbeds.qemu_host import (
-    DEFAULTS,
-    HOST_TICKS,
-    accel_argv,
-    host_cpu_ticks,
-    loopback_host,
-    overlay,
-    qemu_argv,
-    recorded_argv,
-    stop_process_group,
-)
+from schedlab.testbeds.qemu_host import DEFAULTS
+from schedlab.testbeds.qemu_host import machine as machine_of
 
 BASE_CMDLINE = f"root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 init={ni.INIT_IN_IMAGE}"
 PREPARE_TIMEOUT_S = 1200
@@ -68,38 +58,24 @@ PACK_METRIC = {"pgbench": "tps", "pbzip2": "elapsed_s", "kernbench": "elapsed_s"
 LOG_TAIL = 4000
 
 
-def _die_with_parent() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cmdline_for(extra: str = "") -> str:
     return f"{BASE_CMDLINE} {extra}".strip()
 
 
 def machine(cfg: dict) -> dict:
-    """The QEMU options that define a native boot (part of the run definition and of each
-    record); icount_shift only when set, so multi-threaded boots keep their definitions."""
-    m = {k: cfg[k] for k in ("accel", "cpu", "smp", "memory_mb")}
-    if cfg.get("icount_shift") is not None:
-        m["icount_shift"] = cfg["icount_shift"]
-    return m
+    """The QEMU options that define a native boot (part of the build id and of each record);
+    icount_shift only when set, so multi-threaded boots keep their build ids."""
+    m = machine_of(cfg)
+    out = {"accel": m.accel, "cpu": m.cpu, "smp": m.smp, "memory_mb": m.memory_mb}
+    if m.counts_instructions:
+        out["icount_shift"] = m.icount_shift
+    return out
 
 
-class NativeVM:
+class NativeVM(qm.Machine):
     """One QEMU process booting a kernel natively on the native image; `host` is its ssh driver."""
+
+    disk_name = "disk.qcow2"
 
     def __init__(
         self,
@@ -111,27 +87,24 @@ class NativeVM:
         loadvm: str | None = None,
     ):
         self.kernel, self.image, self.cmdline, self.cfg = kernel, image, cmdline, cfg
-        self.workdir = Path(workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        port = qm.free_port()
+        super().__init__(workdir, port, qm.loopback_host(port, image, ni.HOST_KEY_ALIAS))
         self.loadvm = loadvm  # resume this snapshot of disk.qcow2 instead of booting
         self.starts = len(list(self.workdir.glob("serial*.log")))
         self.serial_log = self.workdir / ("serial.log" if not self.starts else f"serial.{self.starts}.log")
         self.monitor = self.workdir / "monitor.sock"
-        self.port = _free_port()
-        self.proc: subprocess.Popen | None = None
         self.boot_seconds: float | None = None
         self.ready_seconds: float | None = None  # this QEMU start -> ssh (a boot or a resume)
         self.info: dict[str, Any] = {}
-        self.host = loopback_host(self.port, image, ni.HOST_KEY_ALIAS)
 
     def argv(self) -> list[str]:
         return [
-            *qemu_argv(
-                self.cfg,
+            *qm.qemu_argv(
+                machine_of(self.cfg),
                 kernel=str(self.kernel.bzimage),
                 append=self.cmdline,
                 serial_log=self.serial_log,
-                disk=self.workdir / "disk.qcow2",
+                disk=self.workdir / self.disk_name,
                 port=self.port,
             ),
             *["-device", "virtio-rng-pci", "-monitor", f"unix:{self.monitor},server=on,wait=off"],
@@ -140,28 +113,11 @@ class NativeVM:
 
     def start(self) -> None:
         if not self.loadvm:
-            overlay(self.image.disk, self.workdir / "disk.qcow2")
-        argv = self.argv()
-        name = "qemu-argv.json" if not self.starts else f"qemu-argv.{self.starts}.json"
-        (self.workdir / name).write_text(json.dumps(argv, indent=1))
-        self.t_start = time.monotonic()
-        with open(self.workdir / "qemu.out", "wb") as out:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        _LIVE.add(self)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+            qm.overlay(self.image.disk, self.workdir / self.disk_name)
+        super().start("qemu-argv.json" if not self.starts else f"qemu-argv.{self.starts}.json")
 
     def wait_ready(self, timeout: float) -> float:
-        self.host.wait_for_ssh(timeout, interval=2, alive=self.alive)
-        self.ready_seconds = time.monotonic() - self.t_start
+        self.ready_seconds = self.wait_for_ssh(timeout)
         if not self.loadvm:
             self.boot_seconds = self.ready_seconds
         return self.ready_seconds
@@ -262,37 +218,6 @@ class NativeVM:
         if problems:
             raise RunFailed("native: booted the wrong thing: " + "; ".join(problems))
         return info
-
-    def log_tail(self, nbytes: int = 20000) -> str:
-        parts = []
-        for f in (self.serial_log, self.workdir / "qemu.out"):
-            try:
-                parts.append(f"==> {f.name} <==\n{f.read_bytes()[-nbytes:].decode(errors='replace')}")
-            except OSError:
-                pass
-        return "\n".join(parts)
-
-    def kill(self, keep_disk: bool = False) -> None:
-        try:
-            self.host.close()
-        except (OSError, subprocess.SubprocessError):
-            pass
-        stop_process_group(self.proc)
-        _LIVE.discard(self)
-        if not keep_disk:
-            try:
-                (self.workdir / "disk.qcow2").unlink()
-            except OSError:
-                pass
-
-
-_LIVE: set[NativeVM] = set()
-
-
-@atexit.register
-def _kill_all() -> None:
-    for vm in list(_LIVE):
-        vm.kill()
 
 
 def boot(
@@ -552,7 +477,7 @@ class NativeRunner:
     def _prepare(self, study: dict, bench: str, pack) -> dict:
         if bench in self._prepared:
             return self._prepared[bench]
-        from schedlab.core.plan import derive_seed
+        from schedlab.plan import derive_seed
 
         tgt = self._target
         tgt.deadline = time.monotonic() + PREPARE_TIMEOUT_S
@@ -613,9 +538,9 @@ class NativeRunner:
             ctx = prep["ctx"]
             pt = {**ctx.params, pack.sweep: threads} if pack.sweep else dict(ctx.params)
             self._target.deadline = time.monotonic() + float(cfg["run_timeout_s"])
-            t0, ticks0 = time.monotonic(), host_cpu_ticks()
+            t0, ticks0 = time.monotonic(), qm.host_cpu_ticks()
             output = pack.run_once(ctx, pt, seed, run_id)
-            wall, ticks1 = time.monotonic() - t0, host_cpu_ticks()
+            wall, ticks1 = time.monotonic() - t0, qm.host_cpu_ticks()
             values = pack.check_metrics(pack.parse(output, run_id), output, run_id)
             prep["used"] += 1
         except (HostError, PackError, TargetError, RunFailed, ValueError, KeyError) as e:
@@ -657,14 +582,14 @@ class NativeRunner:
             "guest_boot_id": vm.info.get("boot_id"),
             "native_image": self.image().build_id(),
             # what QEMU ran: icount forces one TCG thread whatever `accel` says
-            "qemu": {**machine(cfg), "accel": accel_argv(cfg)[1], "argv": recorded_argv(vm.argv(), vm.workdir)},
+            "qemu": {
+                **machine(cfg),
+                "accel": machine_of(cfg).accel_ran,
+                "argv": qm.recorded_argv(vm.argv(), vm.workdir),
+            },
             "host_loadavg": os.getloadavg(),
             # this machine's CPU ticks over the run (steal: a neighbour of this VM slowed TCG)
-            **(
-                {"host_cpu_ticks": dict(zip(HOST_TICKS, (b - a for a, b in zip(ticks0, ticks1))))}
-                if ticks0 and len(ticks1) == len(ticks0)
-                else {}
-            ),
+            **({"host_cpu_ticks": ticks} if (ticks := qm.ticks_between(ticks0, ticks1)) is not None else {}),
         }
         return RunResult(metrics={metric: values[PACK_METRIC[bench]]}, counters=counters)
 
@@ -688,7 +613,7 @@ def _drop_disk(vm: NativeVM) -> None:
         pass
 
 
-# -- a booted native guest as a pack target (python -m schedlab.packs run ... --target qemu-native:CONFIG)
+# -- a booted native guest as a pack target (schedlab pack run ... --target qemu-native:CONFIG)
 class NativeTarget:
     """Boots kernel `config` (with optional extra command line) and is the schedlab.targets
     protocol over ssh to it; close() kills QEMU. Records of pack runs on it go to testbed 'qemu'."""

@@ -2,9 +2,10 @@
 sim/README.md) at full published scale.
 
 Each study's workload parameters live in the study file under `sim_workload:` and each variant's
-scheduler switches under `variants.<name>.sim`.  This module only turns (study, variant, point, seed)
-into scenario JSON, runs the binary, and maps its result onto the study's metric names.  It never reads
-the study's `published:` key.
+scheduler switches under `variants.<name>.sim`.  The scenario of a run is its workload kind's
+(`workload.kind`): the workload's module (schedlab/workloads/, one per kind, which also holds the kind's
+run on real Xen) builds the scenario JSON and reads the study's metrics from the result
+(`workloads.sim_model`).  This module runs the binary.  It never reads the study's `published:` key.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from schedlab import workloads
+from schedlab.core.recipes import code_sha256
 from schedlab.core.testbed import RunFailed, RunResult, Testbed
+from schedlab.workloads import scenario
 
 from ..config import ConfigError
 
@@ -91,363 +95,33 @@ def run_scenario(scenario: dict, binary: Path | None = None, timeout: float = 90
         raise RunFailed(f"simulator printed invalid JSON: {e}", log=p.stdout[-2000:]) from e
 
 
-def _seed(seed: int, tag: str) -> int:
-    """A sub-seed per scenario of one run (S1 and S4 run several scenarios per run)."""
-    return int.from_bytes(hashlib.sha256(f"{seed}:{tag}".encode()).digest()[:6], "big")
-
-
-def _need(d: dict, key: str, where: str):
-    if key not in d:
-        raise ConfigError(f"study file: missing `{where}.{key}`")
-    return d[key]
-
-
-def _xen(sim: dict, base: dict | None = None) -> dict:
-    """Scheduler options of a variant's `sim:` dict -> scenario `xen` object."""
-    x = dict(base or {})
-    m = {
-        "version": "version",
-        "yield": "yield",
-        "pick": "pick",
-        "push": "push",
-        "migration_delay_us": "migration_delay_us",
-        "ratelimit_us": "ratelimit_us",
-        "tslice_ms": "tslice_ms",
-        "push_period_ms": "push_period_ms",
-        "ipi_latency_us": "ipi_latency_us",
-        "ctxsw_us": "ctxsw_us",
-        # model switches (docs/credit1-model.md section 17)
-        "cachehot_rule": "cachehot_rule",
-        "switch_cost_us": "switch_cost_us",
-        "yield_cost_us": "yield_cost_us",
-        "tickle_one_idle": "tickle_one_idle",
-    }
-    for k, v in sim.items():
-        if k in m:
-            x[m[k]] = str(v) if k == "version" else v
-    return x
-
-
-# ---------------------------------------------------------------- study scenario builders
-
-
-def _s0(study, variant, sim, wl, point, seed):
-    n = int(point["vms"])
-    job = wl["job"]
-    frac = float(wl.get("job_fraction", 1.0))
-    lock = dict(_need(wl, "lock", "sim_workload"))
-    lock["type"] = sim.get("lock", lock.get("type", "spin-yield"))
-    w = {
-        "kind": "loop",
-        "compute_us": job["compute_us"],
-        "lock": lock,
-        "io": job["io"],
-        "job_work_s": float(job["work_cpu_s"]) * frac,
-    }
-    doms = [{"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": w} for i in range(n)]
-    idle = int(wl.get("idle_vms", 0)) - n
-    iw = {"kind": "idle"}
-    # timer interrupts of the idle guests (docs/credit1-model.md section 17): off unless sim_workload sets them
-    for k in ("idle_tick_ms", "idle_tick_vcpus", "idle_tick_work_us"):
-        if k in wl:
-            iw[k] = wl[k]
-    for i in range(max(0, idle)):
-        doms.append({"name": f"idle{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": dict(iw)})
-    dom0 = _dom0_domain(wl, 1, _ncpus(wl["host"]))  # off unless sim_workload.dom0 (the validation's mirrors)
-    if dom0 is not None:
-        doms.append(dom0)
-    sc = {
-        "seed": _seed(seed, "s0"),
-        "duration_s": float(wl.get("max_sim_s", 20000)) * frac,
-        "stop_when_done": True,
-        "host": wl["host"],
-        "xen": _xen(sim, wl.get("xen")),
-        "domains": doms,
-    }
-    return [("build", sc)]
-
-
-def _s0_metrics(study, res, point, wl):
-    r = res["build"]
-    frac = float(wl.get("job_fraction", 1.0))
-    vms = [d for d in r["domains"] if d["name"].startswith("vm")]
-    if not all(d["done"] for d in vms):
-        raise RunFailed("S0: a build did not finish within max_sim_s")
-    times = [d["done_s"] / frac for d in vms]
-    return ({"time_s": sum(times) / len(times), "throughput": sum(100000.0 / t for t in times)}, {"time_s": times})
-
-
-def _dom0(opt: dict, vcpus: int, **rest) -> dict:
-    """dom0 as a scenario domain, shared by its two models (S1's netback, S4's housekeeping): weight from the
-    option's `weight` (default 256, Xen's default); `rest` (affinity, home node, workload) follows in order."""
-    return {"name": "dom0", "vcpus": vcpus, "weight": int(opt.get("weight", 256)), **rest}
-
-
-def _ncpus(host: dict) -> int:
-    return int(host["sockets"]) * int(host["cores_per_socket"]) * int(host.get("threads_per_core", 1))
-
-
-def _node_cpus(node: int, per: int) -> list[int]:
-    """The pCPUs of NUMA node `node`, `per` to a node (numbered node by node)."""
-    return list(range(node * per, (node + 1) * per))
-
-
-_NETBACK_KEYS = ("rx_us", "rx_per_kb_us", "tx_us")
-
-
-def _netback_domain(wl: dict, host: dict) -> dict | None:
-    """dom0's netback as a domain of kind `netback` (docs/credit1-model.md section 17.6): one vCPU pinned to the
-    host's `irq_cpu`, doing `rx_us` + `rx_per_kb_us`/KB of CPU work per packet into the guest and `tx_us` per
-    packet out of it.  None when `sim_workload.netback` is absent or false (the earlier model: no dom0 CPU)."""
-    nb = wl.get("netback")
-    if nb in (None, False):
-        return None
-    if not isinstance(nb, dict):
+def model_of(study: dict):
+    """(sim_scenarios, sim_metrics) of the study's workload kind (schedlab.workloads.sim_model);
+    a ConfigError naming the study and its kind where the simulator has no model of it."""
+    kind = (study.get("workload") or {}).get("kind")
+    model = workloads.sim_model(kind)
+    if model is None:
         raise ConfigError(
-            "study file: `sim_workload.netback` must be a mapping of rx_us, rx_per_kb_us, tx_us (or false)"
+            f"study {study.get('study')}: the sim testbed has no model for workload kind {kind!r} "
+            f"(workload.kind; models: {', '.join(k for k in workloads.KINDS if workloads.sim_model(k))})"
         )
-    bad = sorted(set(nb) - set(_NETBACK_KEYS) - {"weight"})
-    if bad:
-        raise ConfigError(
-            f"study file: unknown key(s) {bad} in `sim_workload.netback` (allowed: {list(_NETBACK_KEYS)}, weight)"
-        )
-    if "irq_cpu" not in host:
-        raise ConfigError("study file: `sim_workload.netback` needs `sim_workload.host.irq_cpu` (dom0's pCPU)")
-    w = {"kind": "netback"}
-    w.update({k: nb[k] for k in _NETBACK_KEYS if k in nb})
-    return _dom0(nb, 1, hard_affinity=[host["irq_cpu"]], workload=w)
+    return model
 
 
-def _s1(study, variant, sim, wl, point, seed):
-    mode = point["mode"]
-    out = []
-    dom0 = _netback_domain(wl, wl["host"])
-    for tag, kind, params in (("stream", "net_stream", wl["stream"]), ("rr", "net_rr", wl["rr"])):
-        io = {"name": "io", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": dict(params, kind=kind)}
-        doms = [io]
-        if mode == "corun":
-            doms.append({"name": "cpu", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": {"kind": "cpu"}})
-        elif mode != "alone":
-            raise ConfigError(f"S1: unknown mode {mode!r}")
-        if dom0 is not None:
-            doms.append(dom0)
-        out.append(
-            (
-                tag,
-                {
-                    "seed": _seed(seed, tag),
-                    "duration_s": float(wl["duration_s"]),
-                    "warmup_s": float(wl["warmup_s"]),
-                    "host": wl["host"],
-                    "xen": _xen(sim, wl.get("xen")),
-                    "domains": doms,
-                },
-            )
-        )
-    return out
+def build_id_of(sources_sha256: str, study: dict, variant: str) -> str:
+    """What a sim run runs on: the simulator's sources, this module, the scenario's code (its
+    workload kind's builder and metrics, and the scenario format's pieces), the variant's
+    switches and the study's sim_workload. A change to any of them is a new build."""
+    sim = (study.get("variants", {}).get(variant) or {}).get("sim", {}) or {}
+    h = hashlib.sha256()
+    h.update(sources_sha256.encode())
+    h.update(_sha256_file(Path(__file__)).encode())
+    h.update(code_sha256(*model_of(study)).encode())
+    h.update(_sha256_file(Path(scenario.__file__)).encode())
+    h.update(json.dumps(sim, sort_keys=True, default=str).encode())
+    h.update(json.dumps(study.get("sim_workload", {}), sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
 
-
-def _s1_metrics(study, res, point, wl):
-    io_s = next(d for d in res["stream"]["domains"] if d["name"] == "io")
-    io_r = next(d for d in res["rr"]["domains"] if d["name"] == "io")
-    return ({"throughput_mbps": io_s["rx_mbps"], "latency_us": io_r["rr_mean_us"]}, {})
-
-
-def _s2(study, variant, sim, wl, point, seed):
-    k = int(point["overcommit"])
-    lock = dict(wl["lock"])
-    lock["type"] = _need(sim, "lock", f"variants.{variant}.sim")
-    w = {"kind": "loop", "compute_us": wl["compute_us"], "lock": lock, "io": wl["io"]}
-    vpv = int(wl["vcpus_per_vm"])
-    ncpu = wl["host"]["sockets"] * wl["host"]["cores_per_socket"] * wl["host"].get("threads_per_core", 1)
-    nvm = max(1, (k * ncpu) // vpv)
-    doms = [{"name": f"vm{i}", "vcpus": vpv, "workload": w} for i in range(nvm)]
-    dom0 = _dom0_domain(wl, 1, ncpu)  # off unless sim_workload.dom0 (the validation's mirrors)
-    if dom0 is not None:
-        doms.append(dom0)
-    return [
-        (
-            "storm",
-            {
-                "seed": _seed(seed, "s2"),
-                "duration_s": float(wl["duration_s"]),
-                "warmup_s": float(wl["warmup_s"]),
-                "host": wl["host"],
-                "xen": _xen(sim, wl.get("xen")),
-                "domains": doms,
-            },
-        )
-    ]
-
-
-def _s2_metrics(study, res, point, wl):
-    r = res["storm"]
-    vms = [d for d in r["domains"] if d["name"] != "dom0"]
-    return (
-        {"ops_per_s": sum(d["ops_per_s"] for d in vms), "wait_p99_us": r["lock_wait"]["p99_us"]},
-        {"ops_per_s": [d["ops_per_s"] for d in vms]},
-    )
-
-
-def _s3(study, variant, sim, wl, point, seed):
-    n = int(point["vms"])
-    w = dict(wl["workload"], kind="loop")
-    doms = [{"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": w} for i in range(n)]
-    dom0 = _dom0_domain(wl, 1, _ncpus(wl["host"]))  # off unless sim_workload.dom0 (the validation's mirrors)
-    if dom0 is not None:
-        doms.append(dom0)
-    return [
-        (
-            "jbb",
-            {
-                "seed": _seed(seed, "s3"),
-                "duration_s": float(wl["duration_s"]),
-                "warmup_s": float(wl["warmup_s"]),
-                "host": wl["host"],
-                "cache": wl["cache"],
-                "xen": _xen(sim, wl.get("xen")),
-                "domains": doms,
-            },
-        )
-    ]
-
-
-def _s3_metrics(study, res, point, wl):
-    r = res["jbb"]
-    scale = float(wl.get("ops_scale", 1.0))
-    vms = [d for d in r["domains"] if d["name"] != "dom0"]
-    return (
-        {
-            "throughput": scale * sum(d["ops_per_s"] for d in vms),
-            "migrations": sum(d["migrations"] for d in vms) / r["measured_s"],
-        },
-        {"throughput": [scale * d["ops_per_s"] for d in vms]},
-    )
-
-
-def _placement_map(wl: dict, n: int, nodes: int) -> list[int]:
-    """Home node of each of `n` VMs (docs/credit1-model.md section 17.7).  `sim_workload.placement_map` absent or
-    "alternate": VM i on node i % nodes (libxl's automatic placement of equal VMs, which alternates them); a list:
-    VM i on list[i % len(list)] (an explicit, possibly asymmetric, placement)."""
-    pm = wl.get("placement_map", "alternate")
-    if pm == "alternate":
-        return [i % nodes for i in range(n)]
-    if not isinstance(pm, list) or not pm or not all(isinstance(x, int) and not isinstance(x, bool) for x in pm):
-        raise ConfigError(
-            f'study file: `sim_workload.placement_map` must be "alternate" or a non-empty list of node numbers, got {pm!r}'
-        )
-    bad = [x for x in pm if not 0 <= x < nodes]
-    if bad:
-        raise ConfigError(
-            f"study file: `sim_workload.placement_map` names node(s) {bad}; the host has nodes 0..{nodes - 1}"
-        )
-    return [pm[i % len(pm)] for i in range(n)]
-
-
-_DOM0_KEYS = ("vcpus", "node", "pinned", "weight", "compute_us", "io")
-
-
-def _dom0_domain(wl: dict, nodes: int, per: int) -> dict | None:
-    """dom0 as a domain (docs/credit1-model.md section 17.7): `vcpus` vCPUs with memory on `node` (default 0),
-    hard affinity to that node's pCPUs when `pinned` (default true), running a `loop` of `compute_us` bursts each
-    followed by a wait of `io.latency_us` (its housekeeping load).  None when `sim_workload.dom0` is absent/false."""
-    d0 = wl.get("dom0")
-    if d0 in (None, False):
-        return None
-    if not isinstance(d0, dict):
-        raise ConfigError(
-            "study file: `sim_workload.dom0` must be a mapping (vcpus, node, pinned, weight, compute_us, io) or false"
-        )
-    bad = sorted(set(d0) - set(_DOM0_KEYS))
-    if bad:
-        raise ConfigError(f"study file: unknown key(s) {bad} in `sim_workload.dom0` (allowed: {list(_DOM0_KEYS)})")
-    for k in ("vcpus", "compute_us", "io"):
-        if k not in d0:
-            raise ConfigError(f"study file: missing `sim_workload.dom0.{k}`")
-    node = d0.get("node", 0)
-    if not isinstance(node, int) or not 0 <= node < nodes:
-        raise ConfigError(f"study file: `sim_workload.dom0.node` must be a node number 0..{nodes - 1}, got {node!r}")
-    io = d0["io"]
-    if not isinstance(io, dict) or float(io.get("p", 0)) <= 0:
-        raise ConfigError("study file: `sim_workload.dom0.io` must give p > 0 (dom0 waits between its bursts)")
-    d = _dom0(d0, int(d0["vcpus"]), home_node=node, workload={"kind": "loop", "compute_us": d0["compute_us"], "io": io})
-    if d0.get("pinned", True):
-        d["hard_affinity"] = _node_cpus(node, per)
-    return d
-
-
-def _s4(study, variant, sim, wl, point, seed):
-    n = int(point["vms"])
-    host = wl["host"]
-    ncpu = host["sockets"] * host["cores_per_socket"] * host.get("threads_per_core", 1)
-    nodes = int(host.get("nodes", 1))
-    per = ncpu // nodes
-    placement = _need(sim, "placement", f"variants.{variant}.sim")
-    homes = _placement_map(wl, n, nodes)
-    dom0 = _dom0_domain(wl, nodes, per)
-    out = []
-    for kind in ("specjbb", "sysbench", "lmbench"):
-        kw = dict(wl["kinds"][kind])
-        kw.pop("scale", None)
-        kw.pop("metric", None)
-        kw["kind"] = "loop"
-        doms = []
-        for i in range(n):
-            node = homes[i]  # default: libxl-style placement, VMs alternate between nodes
-            cpus = _node_cpus(node, per)
-            d = {"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "home_node": node, "workload": kw}
-            if placement == "pinned":
-                d["hard_affinity"] = cpus
-            elif placement == "soft":
-                d["soft_affinity"] = cpus
-            elif placement != "none":
-                raise ConfigError(f"S4: unknown placement {placement!r}")
-            doms.append(d)
-        if dom0 is not None:  # dom0 is not one of the measured VMs: appended last, left out of the metrics
-            doms.append(dom0)
-        out.append(
-            (
-                kind,
-                {
-                    "seed": _seed(seed, kind),
-                    "duration_s": float(wl["duration_s"]),
-                    "warmup_s": float(wl["warmup_s"]),
-                    "host": host,
-                    "memory": wl["memory"],
-                    "cache": wl.get("cache", {}),
-                    "xen": _xen(sim, wl.get("xen")),
-                    "domains": doms,
-                },
-            )
-        )
-    return out
-
-
-def _s4_metrics(study, res, point, wl):
-    m, samples = {}, {}
-    for kind in ("specjbb", "sysbench", "lmbench"):
-        r = res[kind]
-        kw = wl["kinds"][kind]
-        scale = float(kw.get("scale", 1.0))
-        vms = [d for d in r["domains"] if d["name"] != "dom0"]
-        if kw.get("metric", "throughput") == "latency":
-            # time per operation seen by one vCPU (fork+exit+wait), in us
-            nv = int(wl["vcpus_per_vm"])
-            vals = [scale * (r["measured_s"] * nv / max(d["ops"], 1)) * 1e6 for d in vms]
-        else:
-            vals = [scale * d["ops_per_s"] for d in vms]
-        m[kind] = sum(vals) / len(vals)
-        samples[kind] = vals
-    return m, samples
-
-
-BUILDERS = {
-    "s0": (_s0, _s0_metrics),
-    "s1": (_s1, _s1_metrics),
-    "s2": (_s2, _s2_metrics),
-    "s3": (_s3, _s3_metrics),
-    "s4": (_s4, _s4_metrics),
-}
 
 _COUNTER_KEYS = (
     "context_switches",
@@ -505,19 +179,11 @@ class SimTestbed(Testbed):
         }
 
     def build_id(self, study: dict, variant: str) -> str:
-        sim = (study.get("variants", {}).get(variant) or {}).get("sim", {}) or {}
-        h = hashlib.sha256()
-        h.update(sources_hash().encode())
-        # the scenario builders below are part of what runs: a change to them is a new build
-        h.update(_sha256_file(Path(__file__)).encode())
-        h.update(json.dumps(sim, sort_keys=True, default=str).encode())
-        h.update(json.dumps(study.get("sim_workload", {}), sort_keys=True, default=str).encode())
-        return h.hexdigest()[:16]
+        return build_id_of(sources_hash(), study, variant)
 
     def scenarios(self, study: dict, variant: str, point: dict, seed: int) -> list[tuple[str, dict]]:
         sid = study.get("study")
-        if sid not in BUILDERS:
-            raise ConfigError(f"sim testbed has no model for study {sid!r}")
+        build = model_of(study)[0]
         if variant not in study.get("variants", {}):
             raise ConfigError(f"study {sid}: unknown variant {variant!r}")
         wl = study.get("sim_workload")
@@ -525,7 +191,7 @@ class SimTestbed(Testbed):
             raise ConfigError(f"study {sid}: no `sim_workload` section")
         sim = (study["variants"][variant] or {}).get("sim", {}) or {}
         try:
-            return BUILDERS[sid][0](study, variant, sim, wl, point, int(seed))
+            return build(study, variant, sim, wl, point, int(seed))
         except KeyError as e:
             raise ConfigError(f"study {sid}: missing key {e} in sim_workload or point") from e
 
@@ -540,7 +206,7 @@ class SimTestbed(Testbed):
                 sc = dict(sc, trace={"file": str(self.trace_dir / f"{sid}_{variant}_{pt}_{seed}_{tag}.jsonl")})
             res[tag] = run_scenario(sc, ensure_binary(self.binary, self.build), self.timeout)
         wl = study["sim_workload"]
-        metrics, samples = BUILDERS[sid][1](study, res, point, wl)
+        metrics, samples = model_of(study)[1](study, res, point, wl)
         names = [m["name"] for m in study.get("metrics", []) if "sim" in (m.get("testbeds") or ["sim"])]
         if set(metrics) != set(names):
             raise ConfigError(f"study {sid}: sim metrics {sorted(metrics)} do not match the study's {sorted(names)}")
@@ -684,22 +350,28 @@ def trace_timeline(events: list[dict], end_ns: int | None = None) -> dict:
 
 # ---------------------------------------------------------------- mechanism figure (notebooks/mechanism.ipynb)
 
-MECHANISM_STUDIES = ("s0", "s2")
+# the lock workloads: a build of fixed size (S0's) and a storm of fixed length (S2's)
+MECHANISM_KINDS = ("ddk-build", "lock-storm")
 
 
 def mechanism_scenario(
     study: dict, variant_sim: dict, seed: int, trace_file: str | os.PathLike, duration_s: float = 0.5, vms: int = 2
 ) -> dict:
-    """A short traced scenario from a study's `sim_workload` (S0 or S2) at `vms` VMs (S0) / overcommit `vms` (S2):
-    lock holders and waiters preempted, the rest spinning.  `variant_sim` is a `variants.*.sim` dict (e.g.
-    {"yield": "noop"}, {"yield": "credit1"}, {"lock": "pv-ticket"}).  Same seed -> same scenario."""
-    sid = study.get("study")
+    """A short traced scenario from the `sim_workload` of a study of a lock workload (MECHANISM_KINDS) at
+    `vms` VMs (the build) / overcommit `vms` (the storm): lock holders and waiters preempted, the rest
+    spinning.  `variant_sim` is a `variants.*.sim` dict (e.g. {"yield": "noop"}, {"yield": "credit1"},
+    {"lock": "pv-ticket"}).  Same seed -> same scenario."""
+    kind = (study.get("workload") or {}).get("kind")
     wl = study.get("sim_workload")
-    if sid not in MECHANISM_STUDIES or not wl:
-        raise RunFailed(f"mechanism_scenario: needs S0 or S2 with a sim_workload (got {sid!r})")
+    if kind not in MECHANISM_KINDS or not wl:
+        raise RunFailed(
+            f"mechanism_scenario: needs a study of a lock workload ({', '.join(MECHANISM_KINDS)}) with a "
+            f"sim_workload (got {study.get('study')!r}, kind {kind!r})"
+        )
     sim = dict(variant_sim)
-    if sid == "s0":
-        ((_, sc),) = _s0(study, "mechanism", sim, wl, {"vms": vms}, int(seed))
+    build = model_of(study)[0]
+    if kind == "ddk-build":
+        ((_, sc),) = build(study, "mechanism", sim, wl, {"vms": vms}, int(seed))
         for d in sc["domains"]:
             if d["workload"].get("kind") == "loop":  # a window of the build, not the whole build
                 d["workload"] = {k: v for k, v in d["workload"].items() if k != "job_work_s"}
@@ -708,7 +380,7 @@ def mechanism_scenario(
         sc["domains"] = [d for d in sc["domains"] if d["workload"].get("kind") != "idle"]
     else:
         sim.setdefault("lock", "ticket")
-        ((_, sc),) = _s2(study, "mechanism", sim, wl, {"overcommit": vms}, int(seed))
+        ((_, sc),) = build(study, "mechanism", sim, wl, {"overcommit": vms}, int(seed))
         sc = {k: v for k, v in sc.items() if k != "warmup_s"}
     sc["duration_s"] = float(duration_s)
     sc["trace"] = {"file": str(trace_file), "limit": 5_000_000}

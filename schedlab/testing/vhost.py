@@ -51,13 +51,19 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from schedlab.builds import images as qi
+
+# the shared build steps under the names this module's recipe spells (builds.steps says why)
+from schedlab.builds.steps import Log
+from schedlab.builds.steps import recipe_key as _key
+from schedlab.builds.steps import run as _run
+from schedlab.builds.steps import stderr_log as _stderr
+from schedlab.core.files import cache_root
 from schedlab.core.recipes import code_sha256
-from schedlab.lab.inventory import cache_root
+from schedlab.machine import MachineOptions, base_argv, ssh_net_argv
 
 RECIPE_VERSION = 1
 NAME = "vhost0"
@@ -75,32 +81,10 @@ DEFAULT_XEN_CMDLINE = "console=com1 com1=115200,8n1 dom0_mem=1024M,max:1024M dom
 DEFAULT_DOM0_CMDLINE = "root=/dev/vda1 rw console=hvc0 earlyprintk=xen net.ifnames=0 init=/sbin/schedlab-init"
 RUN_DIR = Path("/run/schedlab")  # serial socket + console log (short paths: unix sockets)
 
-Log = Callable[[str], None]
-
-
-def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
 
 def home(name: str = NAME) -> Path:
     """$SCHEDLAB_CACHE/lab/<name>: keys, BMC password, images, machine state."""
     return cache_root() / "lab" / name
-
-
-def _run(argv, log: Log | None = None, **kw) -> subprocess.CompletedProcess:
-    if log:
-        log("$ " + shlex.join(map(str, argv)))
-    res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, **kw)
-    if res.returncode != 0:
-        raise RuntimeError(
-            f"command failed ({res.returncode}): {shlex.join(map(str, argv))}\n"
-            f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
-        )
-    return res
-
-
-def _key(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # --- keys: the host's identity outlives image rebuilds (like a reinstalled server's key backup) ---
@@ -630,32 +614,12 @@ class VHost:
         s, c, t = self.topology
         if self.smp != s * c * t:
             s, c, t = 1, self.smp, 1
+        m = MachineOptions(self.accel, None, self.cpu, self.smp, self.memory_mb)
         return [
-            "nice",
-            "-n",
-            "10",
-            "qemu-system-x86_64",
-            "-name",
-            self.name,
-            "-accel",
-            self.accel,
-            "-cpu",
-            self.cpu,
-            "-smp",
-            f"{self.smp},sockets={s},cores={c},threads={t}",
-            "-m",
-            str(self.memory_mb),
-            "-nodefaults",
-            "-display",
-            "none",
-            "-monitor",
-            "none",
-            "-drive",
-            f"file={self.disk},if=virtio,format=qcow2,cache=writeback",
-            "-netdev",
-            f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22",
-            "-device",
-            "virtio-net-pci,netdev=n0",
+            *base_argv(m, name=self.name, smp=f"{self.smp},sockets={s},cores={c},threads={t}"),
+            *["-nodefaults", "-display", "none", "-monitor", "none"],
+            *["-drive", f"file={self.disk},if=virtio,format=qcow2,cache=writeback"],
+            *ssh_net_argv(self.ssh_port),
             "-chardev",
             f"socket,id=ser0,path={self.serial_sock},server=on,wait=off,logfile={self.console_log},logappend=on",
             "-serial",

@@ -1,4 +1,5 @@
-"""What runs inside a booted Xen host for each study, driven from dom0 over ssh.
+"""What runs for each workload kind: inside a booted Xen host, driven from dom0 over ssh, and,
+as a scenario of the credit1 simulator, on the sim testbed (one module holds both).
 
 The qemu testbed's virtual host and the lab testbed's machines run the same code:
 a workload gets a `schedlab.host.Host` for dom0, a `Domains` tracker for the guests
@@ -31,14 +32,10 @@ from schedlab.core.testbed import RunFailed, RunResult
 
 from . import bursts, lockstorm, lockwork, netpair, numamix, xl
 
-# kind -> run(host, domains, options, point, seed, booted) -> RunResult
-WORKLOADS: dict[str, Callable[..., RunResult]] = {
-    "netperf-pair": netpair.run,
-    "ddk-build": lockwork.run,
-    "lock-storm": lockstorm.run,
-    "specjbb-like": bursts.run,
-    "numa-mix": numamix.run,
-}
+# kind -> the module that holds it (each names its kind, KIND): its Xen run (`run(host, domains,
+# options, point, seed, booted) -> RunResult`) and its simulator scenario (`sim_scenarios`, `sim_metrics`)
+KINDS = {m.KIND: m for m in (netpair, lockwork, lockstorm, bursts, numamix)}
+WORKLOADS: dict[str, Callable[..., RunResult]] = {kind: m.run for kind, m in KINDS.items()}
 
 # Options every workload understands, with defaults; testbeds merge the study's
 # testbeds.<tb>.options over these.
@@ -83,6 +80,15 @@ def variant_options(study: dict, variant: str) -> dict[str, Any]:
         # credit1 parameters set at run time, before the workload (`run_variant`)
         "variant_sched_credit": dict((v.get("xen") or {}).get("sched_credit") or {}),
     }
+
+
+def sim_model(kind: str | None):
+    """The simulator's model of a workload kind: (sim_scenarios, sim_metrics) of its module,
+    sim_scenarios(study, variant, sim, wl, point, seed) -> [(tag, scenario)] and
+    sim_metrics(study, results, point, wl) -> (metrics, samples). None for a kind the sim does
+    not model."""
+    m = KINDS.get(kind)
+    return (m.sim_scenarios, m.sim_metrics) if m is not None and hasattr(m, "sim_scenarios") else None
 
 
 def get(kind: str | None) -> Callable[..., RunResult]:

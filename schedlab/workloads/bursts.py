@@ -37,8 +37,12 @@ from schedlab.core.testbed import RunFailed, RunResult
 
 from ..host import Host
 from .lockwork import guests_to_boot, module_params, point_vms, run_lock_vms, vm_names
+from .scenario import dom0_domain, ncpus, sub_seed, xen_options
 from .xentrace import SCHED_ALL_MASK, Trace, no_lost, placement, traced_events
 from .xl import Domains, parse_sched_credit
+
+# the study files' workload.kind this module runs (workloads.KINDS); its errors name it
+KIND = "specjbb-like"
 
 DEFAULTS: dict[str, Any] = {
     "burst_duration_s": 10,  # fixed duration of one measurement
@@ -50,7 +54,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
-    vms = point_vms(point, "S3")
+    vms = point_vms(point, KIND)
     dur = float(opts["burst_duration_s"])
     params = module_params(
         opts,
@@ -75,12 +79,12 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     trace = Trace(h, pages=int(opts["trace_pages"]), **({"mask": SCHED_ALL_MASK} if opts["sched_trace"] else {}))
     results = run_lock_vms(h, doms, opts, booted_names, names, params, "", seed, counters, during=lambda: trace)
     ids = {i: n for i, n in doms.ids().items() if n in names}
-    where = no_lost(placement(trace.data, ids), "S3", opts)
+    where = no_lost(placement(trace.data, ids), KIND, opts)
     if opts["sched_trace"]:
-        counters["sched_events"] = traced_events(trace, doms, names, "S3", opts, where)
+        counters["sched_events"] = traced_events(trace, doms, names, KIND, opts, where)
     if not where["per_vcpu"]:
         raise RunFailed(
-            f"S3: the trace ({len(trace.data)} bytes, {where['records']} records) has no "
+            f"{KIND}: the trace ({len(trace.data)} bytes, {where['records']} records) has no "
             f"runstate change of {', '.join(names)}"
         )
     secs = sum(r["elapsed_ns"] for r in results.values()) / len(results) / 1e9
@@ -105,4 +109,49 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         },
         counters=counters,
         samples={"throughput": [round(rates[n], 3) for n in names]},
+    )
+
+
+# ---------------------------------------------------------------- the simulator's scenario of this workload
+
+# the tag of the scenario's sub-seed, as every run of this model since the first has had it
+# (the name of the study that first had this workload): another tag would change every run
+SIM_SEED_TAG = "s3"
+
+
+def sim_scenarios(study, variant, sim, wl, point, seed):
+    """The simulator's scenarios of a run of this workload (specjbb-like): [(tag, scenario)]."""
+    n = int(point["vms"])
+    w = dict(wl["workload"], kind="loop")
+    doms = [{"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": w} for i in range(n)]
+    dom0 = dom0_domain(wl, 1, ncpus(wl["host"]))  # off unless sim_workload.dom0 (the validation's mirrors)
+    if dom0 is not None:
+        doms.append(dom0)
+    return [
+        (
+            "jbb",
+            {
+                "seed": sub_seed(seed, SIM_SEED_TAG),
+                "duration_s": float(wl["duration_s"]),
+                "warmup_s": float(wl["warmup_s"]),
+                "host": wl["host"],
+                "cache": wl["cache"],
+                "xen": xen_options(sim, wl.get("xen")),
+                "domains": doms,
+            },
+        )
+    ]
+
+
+def sim_metrics(study, res, point, wl):
+    """The study's metrics (and the per-VM samples behind them) from the simulator's results."""
+    r = res["jbb"]
+    scale = float(wl.get("ops_scale", 1.0))
+    vms = [d for d in r["domains"] if d["name"] != "dom0"]
+    return (
+        {
+            "throughput": scale * sum(d["ops_per_s"] for d in vms),
+            "migrations": sum(d["migrations"] for d in vms) / r["measured_s"],
+        },
+        {"throughput": [scale * d["ops_per_s"] for d in vms]},
     )

@@ -29,8 +29,12 @@ from schedlab.core.testbed import RunFailed, RunResult
 
 from ..host import Host
 from .lockwork import guests_to_boot, hist_percentile, merge_hists, module_params, run_lock_vms, vm_names
+from .scenario import dom0_domain, need, sub_seed, xen_options
 from .xentrace import SCHED_ALL_MASK, Trace, traced_events
 from .xl import Domains
+
+# the study files' workload.kind this module runs (workloads.KINDS); its errors name it
+KIND = "lock-storm"
 
 DEFAULTS: dict[str, Any] = {
     "storm_duration_s": 12,  # fixed duration of one measurement
@@ -44,7 +48,7 @@ DEFAULTS: dict[str, Any] = {
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
     k = int(point.get("overcommit", 1))
     if k < 1:
-        raise RunFailed(f"S2: overcommit={k}")
+        raise RunFailed(f"{KIND}: overcommit={k}")
     guest = opts.get("variant_guest") or {}
     boot = str(guest.get("boot") or "")
     flavour = opts["storm_flavour"]
@@ -75,11 +79,11 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         h, doms, opts, booted_names, names, params, boot, seed, counters, during=trace and (lambda: trace)
     )
     if trace is not None:
-        counters["sched_events"] = traced_events(trace, doms, names, "S2", opts)
+        counters["sched_events"] = traced_events(trace, doms, names, KIND, opts)
     want_pv = 0 if "xen_nopvspin" in boot.split() else 1
     for n, r in results.items():
         if flavour == "kernel" and r.get("pvspin") not in (want_pv, -1):
-            raise RunFailed(f"S2: {n} reports pvspin={r.get('pvspin')}, but boot options {boot!r} want {want_pv}")
+            raise RunFailed(f"{KIND}: {n} reports pvspin={r.get('pvspin')}, but boot options {boot!r} want {want_pv}")
     pooled = merge_hists(list(results.values()))
     wmax = max(r["wait_max_ns"] for r in results.values())
     p99 = hist_percentile(pooled, 0.99, wmax)
@@ -99,4 +103,49 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
             "ops_per_s": [round(r["ops"] / (r["elapsed_ns"] / 1e9), 2) for r in results.values()],
             "wait_p99_us": [round(r["wait_p99_ns"] / 1000, 3) for r in results.values()],
         },
+    )
+
+
+# ---------------------------------------------------------------- the simulator's scenario of this workload
+
+# the tag of the scenario's sub-seed, as every run of this model since the first has had it
+# (the name of the study that first had this workload): another tag would change every run
+SIM_SEED_TAG = "s2"
+
+
+def sim_scenarios(study, variant, sim, wl, point, seed):
+    """The simulator's scenarios of a run of this workload (lock-storm): [(tag, scenario)]."""
+    k = int(point["overcommit"])
+    lock = dict(wl["lock"])
+    lock["type"] = need(sim, "lock", f"variants.{variant}.sim")
+    w = {"kind": "loop", "compute_us": wl["compute_us"], "lock": lock, "io": wl["io"]}
+    vpv = int(wl["vcpus_per_vm"])
+    ncpu = wl["host"]["sockets"] * wl["host"]["cores_per_socket"] * wl["host"].get("threads_per_core", 1)
+    nvm = max(1, (k * ncpu) // vpv)
+    doms = [{"name": f"vm{i}", "vcpus": vpv, "workload": w} for i in range(nvm)]
+    dom0 = dom0_domain(wl, 1, ncpu)  # off unless sim_workload.dom0 (the validation's mirrors)
+    if dom0 is not None:
+        doms.append(dom0)
+    return [
+        (
+            "storm",
+            {
+                "seed": sub_seed(seed, SIM_SEED_TAG),
+                "duration_s": float(wl["duration_s"]),
+                "warmup_s": float(wl["warmup_s"]),
+                "host": wl["host"],
+                "xen": xen_options(sim, wl.get("xen")),
+                "domains": doms,
+            },
+        )
+    ]
+
+
+def sim_metrics(study, res, point, wl):
+    """The study's metrics (and the per-VM samples behind them) from the simulator's results."""
+    r = res["storm"]
+    vms = [d for d in r["domains"] if d["name"] != "dom0"]
+    return (
+        {"ops_per_s": sum(d["ops_per_s"] for d in vms), "wait_p99_us": r["lock_wait"]["p99_us"]},
+        {"ops_per_s": [d["ops_per_s"] for d in vms]},
     )

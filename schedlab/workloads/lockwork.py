@@ -45,9 +45,13 @@ from typing import Any
 
 from schedlab.core.testbed import RunFailed, RunResult
 
-from ..host import Host
+from ..host import PROC_STAT_TICKS, Host
+from .scenario import dom0_domain, ncpus, need, sub_seed, xen_options
 from .xentrace import SCHED_ALL_MASK, Trace, guest_span, traced_events
 from .xl import Domains, guest_cfg
+
+# the study files' workload.kind this module runs (workloads.KINDS); its errors name it
+KIND = "ddk-build"
 
 FLAVOURS = ("ticket", "spin-yield", "kernel", "none")
 
@@ -78,7 +82,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 RESULT = "SCHEDLAB-LOCK-RESULT"
-GUEST_TICKS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+GUEST_TICKS = PROC_STAT_TICKS  # a guest's /proc/stat ticks, as the host's
 START = "SCHEDLAB-LOCK-START"
 
 
@@ -299,11 +303,12 @@ def run_lock_vms(
     return results
 
 
-def point_vms(point: dict, study: str) -> int:
-    """The point's `vms` (how many lock guests run the benchmark), at least 1."""
+def point_vms(point: dict, what: str) -> int:
+    """The point's `vms` (how many lock guests run the benchmark), at least 1; `what` (the
+    workload kind) names the error."""
     vms = int(point.get("vms", 1))
     if vms < 1:
-        raise RunFailed(f"{study}: vms={vms}")
+        raise RunFailed(f"{what}: vms={vms}")
     return vms
 
 
@@ -352,7 +357,7 @@ def module_params(
 
 
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
-    vms = point_vms(point, "S0")
+    vms = point_vms(point, KIND)
     guest = opts.get("variant_guest") or {}
     flavour = opts["lock_flavour"] or guest.get("lock") or "spin-yield"
     boot = str(guest.get("boot") or "")
@@ -378,11 +383,11 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         h, doms, opts, booted_names, vm_names(vms), params, boot, seed, counters, during=trace and (lambda: trace)
     )
     if trace is not None:
-        counters["sched_events"] = traced_events(trace, doms, vm_names(vms), "S0", opts)
+        counters["sched_events"] = traced_events(trace, doms, vm_names(vms), KIND, opts)
     times = [results[n]["elapsed_ns"] / 1e9 for n in vm_names(vms)]
     for n in vm_names(vms):
         if results[n]["ops"] != int(opts["lock_ops"]):
-            raise RunFailed(f"S0: {n} did {results[n]['ops']} ops, wanted {opts['lock_ops']}")
+            raise RunFailed(f"{KIND}: {n} did {results[n]['ops']} ops, wanted {opts['lock_ops']}")
     pooled = merge_hists(list(results.values()))
     counters["wait_p99_us_pooled"] = round(
         hist_percentile(pooled, 0.99, max(r["wait_max_ns"] for r in results.values())) / 1000, 3
@@ -394,3 +399,58 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         counters=counters,
         samples={"time_s": [round(t, 4) for t in times]},
     )
+
+
+# ---------------------------------------------------------------- the simulator's scenario of this workload
+
+# the tag of the scenario's sub-seed, as every run of this model since the first has had it
+# (the name of the study that first had this workload): another tag would change every run
+SIM_SEED_TAG = "s0"
+
+
+def sim_scenarios(study, variant, sim, wl, point, seed):
+    """The simulator's scenarios of a run of this workload (ddk-build): [(tag, scenario)]."""
+    n = int(point["vms"])
+    job = wl["job"]
+    frac = float(wl.get("job_fraction", 1.0))
+    lock = dict(need(wl, "lock", "sim_workload"))
+    lock["type"] = sim.get("lock", lock.get("type", "spin-yield"))
+    w = {
+        "kind": "loop",
+        "compute_us": job["compute_us"],
+        "lock": lock,
+        "io": job["io"],
+        "job_work_s": float(job["work_cpu_s"]) * frac,
+    }
+    doms = [{"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": w} for i in range(n)]
+    idle = int(wl.get("idle_vms", 0)) - n
+    iw = {"kind": "idle"}
+    # timer interrupts of the idle guests (docs/credit1-model.md section 17): off unless sim_workload sets them
+    for k in ("idle_tick_ms", "idle_tick_vcpus", "idle_tick_work_us"):
+        if k in wl:
+            iw[k] = wl[k]
+    for i in range(max(0, idle)):
+        doms.append({"name": f"idle{i}", "vcpus": int(wl["vcpus_per_vm"]), "workload": dict(iw)})
+    dom0 = dom0_domain(wl, 1, ncpus(wl["host"]))  # off unless sim_workload.dom0 (the validation's mirrors)
+    if dom0 is not None:
+        doms.append(dom0)
+    sc = {
+        "seed": sub_seed(seed, SIM_SEED_TAG),
+        "duration_s": float(wl.get("max_sim_s", 20000)) * frac,
+        "stop_when_done": True,
+        "host": wl["host"],
+        "xen": xen_options(sim, wl.get("xen")),
+        "domains": doms,
+    }
+    return [("build", sc)]
+
+
+def sim_metrics(study, res, point, wl):
+    """The study's metrics (and the per-VM samples behind them) from the simulator's results."""
+    r = res["build"]
+    frac = float(wl.get("job_fraction", 1.0))
+    vms = [d for d in r["domains"] if d["name"].startswith("vm")]
+    if not all(d["done"] for d in vms):
+        raise RunFailed(f"{KIND}: a build did not finish within max_sim_s")
+    times = [d["done_s"] / frac for d in vms]
+    return ({"time_s": sum(times) / len(times), "throughput": sum(100000.0 / t for t in times)}, {"time_s": times})

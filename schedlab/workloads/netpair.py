@@ -18,9 +18,14 @@ from typing import Any
 
 from schedlab.core.testbed import RunFailed, RunResult
 
+from ..config import ConfigError
 from ..host import Host
+from .scenario import netback_domain, sub_seed, xen_options
 from .xentrace import SCHED_ALL_MASK, Trace, guest_span, traced_events
 from .xl import Domains, guest_cfg
+
+# the study files' workload.kind this module runs (workloads.KINDS); its errors name it
+KIND = "netperf-pair"
 
 DEFAULTS: dict[str, Any] = {
     "guest_memory_mb": 256,
@@ -81,7 +86,7 @@ def _ensure(doms: Domains, role: str, opts: dict, counters: dict) -> None:
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
     mode = point.get("mode", "alone")
     if mode not in ("alone", "corun"):
-        raise RunFailed(f"S1: unknown mode {mode!r}")
+        raise RunFailed(f"{KIND}: unknown mode {mode!r}")
     dur = int(opts["duration_s"])
     counters: dict[str, Any] = {"seed": seed, "xen_scheduler": booted.get("xen_scheduler")}
     doms.destroy_all(keep=() if opts["fresh_guests"] else ("io", "cpu"))
@@ -94,20 +99,20 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     state = doms.list()
     counters["domains"] = state
     if mode == "alone" and "cpu" in state and "p" not in state["cpu"]:
-        raise RunFailed(f"S1 alone: the CPU guest is not paused ({state['cpu']})")
+        raise RunFailed(f"{KIND} alone: the CPU guest is not paused ({state['cpu']})")
     sched = h.run(["xl", "sched-credit"], timeout=60).stdout
     counters["sched_credit"] = sched.strip()
     counters["vcpu_list"] = h.run(["xl", "vcpu-list"], timeout=60).stdout.strip()
     for role in ("io", "cpu") if mode == "corun" else ("io",):
         m = re.search(rf"^{role}\s+\d+\s+(\d+)", sched, re.M)
         if not m or int(m.group(1)) != int(opts["weights"][role]):
-            raise RunFailed(f"S1: weight of {role} is {m.group(1) if m else '?'}, wanted {opts['weights'][role]}")
+            raise RunFailed(f"{KIND}: weight of {role} is {m.group(1) if m else '?'}, wanted {opts['weights'][role]}")
 
     trace = Trace(h, pages=int(opts["trace_pages"]), mask=SCHED_ALL_MASK) if opts["sched_trace"] else None
     with trace if trace is not None else contextlib.nullcontext(), guest_span(h, counters):
         t_cpu0, w0, tpj, lat, t_cpu1, t_mid = _measure(h, doms, opts, dur)
     if trace is not None:
-        counters["sched_events"] = traced_events(trace, doms, ["io", "cpu"], "S1", opts)
+        counters["sched_events"] = traced_events(trace, doms, ["io", "cpu"], KIND, opts)
     recv = tpj["end"]["sum_received"]["bits_per_second"] / 1e6
     lat_us, pct = parse_sockperf(lat.stdout + lat.stderr)
     # host wall time around cpu_seconds; a CPU share divides by trace_window_guest_s (dom0's
@@ -182,3 +187,43 @@ def parse_sockperf(text: str) -> tuple[float, dict[str, float]]:
     for name, v in re.findall(r"--->\s+<(MAX|MIN)> observation\s+=\s+([\d.]+)", text):
         pct[name.lower()] = float(v)
     return float(m.group(1)), pct
+
+
+# ---------------------------------------------------------------- the simulator's scenario of this workload
+
+
+def sim_scenarios(study, variant, sim, wl, point, seed):
+    """The simulator's scenarios of a run of this workload (netperf-pair): [(tag, scenario)]."""
+    mode = point["mode"]
+    out = []
+    dom0 = netback_domain(wl, wl["host"])
+    for tag, kind, params in (("stream", "net_stream", wl["stream"]), ("rr", "net_rr", wl["rr"])):
+        io = {"name": "io", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": dict(params, kind=kind)}
+        doms = [io]
+        if mode == "corun":
+            doms.append({"name": "cpu", "vcpus": 1, "hard_affinity": [wl["pin_cpu"]], "workload": {"kind": "cpu"}})
+        elif mode != "alone":
+            raise ConfigError(f"{KIND}: unknown mode {mode!r}")
+        if dom0 is not None:
+            doms.append(dom0)
+        out.append(
+            (
+                tag,
+                {
+                    "seed": sub_seed(seed, tag),
+                    "duration_s": float(wl["duration_s"]),
+                    "warmup_s": float(wl["warmup_s"]),
+                    "host": wl["host"],
+                    "xen": xen_options(sim, wl.get("xen")),
+                    "domains": doms,
+                },
+            )
+        )
+    return out
+
+
+def sim_metrics(study, res, point, wl):
+    """The study's metrics (and the per-VM samples behind them) from the simulator's results."""
+    io_s = next(d for d in res["stream"]["domains"] if d["name"] == "io")
+    io_r = next(d for d in res["rr"]["domains"] if d["name"] == "io")
+    return ({"throughput_mbps": io_s["rx_mbps"], "latency_us": io_r["rr_mean_us"]}, {})

@@ -7,7 +7,7 @@ evenly; Xen reads the SRAT, `xl info -n` shows it). Point `vms` = how many VMs o
 `guest_vcpus` (2) vCPUs run the benchmarks at once; `lock_vms_booted` of them are booted
 (idle ones stay blocked on their console, as in S0).
 
-Placement (the sim's model, schedlab/testbeds/sim.py _s4): guest i's home node is
+Placement (the sim's model, `sim_scenarios` below): guest i's home node is
 (i - 1) mod nodes. Every guest is created with `cpus_soft="node:<home>"`, so libxl gives
 the domain that node affinity and Xen allocates all its memory there (checked per run from
 `xl debug-keys u`, the memory of each domain per node; with a hard `cpus="node:<home>"`
@@ -56,10 +56,11 @@ from typing import Any
 
 from schedlab.core.testbed import RunFailed, RunResult
 
+from ..config import ConfigError
 from ..host import Host
 from ..packs.base import PackError
 from ..packs.forkexec import PACK as FORKEXEC
-from ..packs.sysbench_memory import PACK as SYSBENCH_MEMORY
+from ..packs.sysbench import MEMORY as SYSBENCH_MEMORY
 from .lockwork import (
     GUEST_TICKS,
     ensure_lock_vms,
@@ -70,8 +71,12 @@ from .lockwork import (
     trigger,
     vm_names,
 )
+from .scenario import dom0_domain, need, node_cpus, placement_map, sub_seed, xen_options
 from .xentrace import SCHED_ALL_MASK, Trace, no_lost, placement, sum_events, traced_events
 from .xl import Domains
+
+# the study files' workload.kind this module runs (workloads.KINDS); its errors name it
+KIND = "numa-mix"
 
 DEFAULTS: dict[str, Any] = {
     "numa_phase_s": 10,  # bursts and sysbench: seconds each
@@ -143,15 +148,15 @@ def decode_bench(line: str, vm: str) -> tuple[int, str, dict]:
     """A SCHEDLAB-BENCH-RESULT line -> (exit status, the program's output, guest ticks)."""
     m = re.search(r"\brc=(\d+)", line)
     if not m:
-        raise RunFailed(f"S4: {vm}: benchmark result line without rc=: {line.strip()[:300]}")
+        raise RunFailed(f"{KIND}: {vm}: benchmark result line without rc=: {line.strip()[:300]}")
     e = re.search(r"\berror=(\S+)", line)
     if e:
-        raise RunFailed(f"S4: {vm}: benchmark failed in the guest ({e.group(1)}): {line.strip()[:300]}")
+        raise RunFailed(f"{KIND}: {vm}: benchmark failed in the guest ({e.group(1)}): {line.strip()[:300]}")
     o = re.search(r"\bout=(\S*)", line)
     try:
         out = base64.b64decode(o.group(1) if o else "", validate=True).decode(errors="replace")
     except ValueError as err:
-        raise RunFailed(f"S4: {vm}: benchmark output is not base64 ({err}): {line.strip()[:300]}") from None
+        raise RunFailed(f"{KIND}: {vm}: benchmark output is not base64 ({err}): {line.strip()[:300]}") from None
     t = re.search(r"\bguest_ticks=([\d,]+)", line)
     ticks = dict(zip(GUEST_TICKS, (int(x) for x in t.group(1).split(",")))) if t else {}
     return int(m.group(1)), out, ticks
@@ -168,30 +173,30 @@ def bench_results(pack, lines: dict[str, str], phase: dict) -> dict[str, dict]:
         phase.setdefault("guest_ticks", {})[n] = ticks
         if rc != 0:
             raise RunFailed(
-                f"S4: {n}: {pack.name} exited with status {rc} (token {phase.get('token')}):\n{text[-1500:]}"
+                f"{KIND}: {n}: {pack.name} exited with status {rc} (token {phase.get('token')}):\n{text[-1500:]}"
             )
         try:
             out[n] = pack.parse(text, f"{n} token={phase.get('token')}")
         except PackError as e:
-            raise RunFailed(f"S4: {n}: {e}") from e
+            raise RunFailed(f"{KIND}: {n}: {e}") from e
     return out
 
 
 # -- the run -------------------------------------------------------------------------------------
 def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict) -> RunResult:
-    vms = point_vms(point, "S4")
+    vms = point_vms(point, KIND)
     guest = opts.get("variant_guest") or {}
     policy = guest.get("placement")
     if policy not in PLACEMENTS:
         raise RunFailed(
-            f"S4: variant {opts.get('variant')!r}: guest.placement {policy!r} is not one of {', '.join(PLACEMENTS)}"
+            f"{KIND}: variant {opts.get('variant')!r}: guest.placement {policy!r} is not one of {', '.join(PLACEMENTS)}"
         )
     info_n = h.run(["xl", "info", "-n"], timeout=60).stdout
     nodes_of = cpu_nodes(info_n)
     nodes = sorted(set(nodes_of.values()))
     if len(nodes) < 2:
         raise RunFailed(
-            f"S4 needs a host with 2 or more NUMA nodes; xl info -n shows {len(nodes)} (qemu testbed option numa_nodes)"
+            f"{KIND} needs a host with 2 or more NUMA nodes; xl info -n shows {len(nodes)} (qemu testbed option numa_nodes)"
         )
     names = vm_names(vms)
     booted_names = guests_to_boot(doms, opts, vms)
@@ -241,7 +246,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         )
         if not ok:
             raise RunFailed(
-                f"S4: {n}: affinity (hard / soft) {got} after xl vcpu-pin does not match placement {policy}:\n{vl}"
+                f"{KIND}: {n}: affinity (hard / soft) {got} after xl vcpu-pin does not match placement {policy}:\n{vl}"
             )
 
     # Where each VM's memory is (Xen's dump_numa), and that it is on the home node.
@@ -252,7 +257,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     for n, pages in counters["memory_pages_by_node"].items():
         total = sum(pages.values())
         if not total or pages.get(home[n], 0) < 0.9 * total:
-            raise RunFailed(f"S4: {n}: memory by node {pages} is not (90 %) on its home node {home[n]}")
+            raise RunFailed(f"{KIND}: {n}: memory by node {pages} is not (90 %) on its home node {home[n]}")
 
     by_name = {n: i for i, n in ids.items()}
     ticks = {n: {"home": 0, "away": 0} for n in names}
@@ -264,9 +269,9 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         trace = Trace(h, pages=int(opts["trace_pages"]), **({"mask": SCHED_ALL_MASK} if opts["sched_trace"] else {}))
         marks = {"result": BENCH_RESULT, "start": BENCH_START} if command.startswith("bench ") else {}
         lines = trigger(doms, names, command, seed, timeout, c, during=lambda: trace, **marks)
-        where = no_lost(placement(trace.data, {by_name[n]: n for n in names}), f"S4 {phase}", opts)
+        where = no_lost(placement(trace.data, {by_name[n]: n for n in names}), f"{KIND} {phase}", opts)
         if opts["sched_trace"]:
-            c["sched_events"] = traced_events(trace, doms, names, f"S4 {phase}", opts, where)
+            c["sched_events"] = traced_events(trace, doms, names, f"{KIND} {phase}", opts, where)
         share = {}
         for key, v in where["per_vcpu"].items():
             n = key.split("/")[0]
@@ -314,7 +319,7 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
     home_t = sum(t["home"] for t in ticks.values())
     all_t = home_t + sum(t["away"] for t in ticks.values())
     if not all_t:
-        raise RunFailed("S4: the traces hold no run time of the guests' vCPUs")
+        raise RunFailed(f"{KIND}: the traces hold no run time of the guests' vCPUs")
     rates = [results[n]["ops"] / (results[n]["elapsed_ns"] / 1e9) for n in names]
     mibs = [mem_tp[n]["mib_per_s"] for n in names]
     lats = [lat[n]["median_us"] for n in names]
@@ -328,3 +333,73 @@ def run(h: Host, doms: Domains, opts: dict, point: dict, seed: int, booted: dict
         counters=counters,
         samples={"bursts": [round(r, 3) for r in rates], "sysbench": mibs, "lmbench": lats},
     )
+
+
+# ---------------------------------------------------------------- the simulator's scenario of this workload
+
+
+def sim_scenarios(study, variant, sim, wl, point, seed):
+    """The simulator's scenarios of a run of this workload (numa-mix): [(tag, scenario)]."""
+    n = int(point["vms"])
+    host = wl["host"]
+    ncpu = host["sockets"] * host["cores_per_socket"] * host.get("threads_per_core", 1)
+    nodes = int(host.get("nodes", 1))
+    per = ncpu // nodes
+    placement = need(sim, "placement", f"variants.{variant}.sim")
+    homes = placement_map(wl, n, nodes)
+    dom0 = dom0_domain(wl, nodes, per)
+    out = []
+    for kind in ("specjbb", "sysbench", "lmbench"):
+        kw = dict(wl["kinds"][kind])
+        kw.pop("scale", None)
+        kw.pop("metric", None)
+        kw["kind"] = "loop"
+        doms = []
+        for i in range(n):
+            node = homes[i]  # default: libxl-style placement, VMs alternate between nodes
+            cpus = node_cpus(node, per)
+            d = {"name": f"vm{i}", "vcpus": int(wl["vcpus_per_vm"]), "home_node": node, "workload": kw}
+            if placement == "pinned":
+                d["hard_affinity"] = cpus
+            elif placement == "soft":
+                d["soft_affinity"] = cpus
+            elif placement != "none":
+                raise ConfigError(f"{KIND}: unknown placement {placement!r}")
+            doms.append(d)
+        if dom0 is not None:  # dom0 is not one of the measured VMs: appended last, left out of the metrics
+            doms.append(dom0)
+        out.append(
+            (
+                kind,
+                {
+                    "seed": sub_seed(seed, kind),
+                    "duration_s": float(wl["duration_s"]),
+                    "warmup_s": float(wl["warmup_s"]),
+                    "host": host,
+                    "memory": wl["memory"],
+                    "cache": wl.get("cache", {}),
+                    "xen": xen_options(sim, wl.get("xen")),
+                    "domains": doms,
+                },
+            )
+        )
+    return out
+
+
+def sim_metrics(study, res, point, wl):
+    """The study's metrics (and the per-VM samples behind them) from the simulator's results."""
+    m, samples = {}, {}
+    for kind in ("specjbb", "sysbench", "lmbench"):
+        r = res[kind]
+        kw = wl["kinds"][kind]
+        scale = float(kw.get("scale", 1.0))
+        vms = [d for d in r["domains"] if d["name"] != "dom0"]
+        if kw.get("metric", "throughput") == "latency":
+            # time per operation seen by one vCPU (fork+exit+wait), in us
+            nv = int(wl["vcpus_per_vm"])
+            vals = [scale * (r["measured_s"] * nv / max(d["ops"], 1)) * 1e6 for d in vms]
+        else:
+            vals = [scale * d["ops_per_s"] for d in vms]
+        m[kind] = sum(vals) / len(vals)
+        samples[kind] = vals
+    return m, samples

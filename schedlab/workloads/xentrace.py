@@ -376,15 +376,15 @@ class Trace:
 
 
 def traced_events(
-    trace: Trace, doms, names: list[str], study: str, opts: dict, where: dict[str, Any] | None = None
+    trace: Trace, doms, names: list[str], what: str, opts: dict, where: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """counters.sched_events of a run traced with SCHED_ALL_MASK (xentrace.sched_events, the
     guests named; `where`: placement() of this trace for these guests, if the caller has it);
-    a lost record fails the run (the counts would be short)."""
+    a lost record fails the run (the counts would be short), naming `what` (the workload kind)."""
     all_ids = doms.ids()
     ids = {i: n for i, n in all_ids.items() if n in names}
     others = {i: n for i, n in all_ids.items() if n not in names and i != 0}  # domid 0: dom0
-    ev = no_lost(sched_events(trace.data, ids, where, others), study, opts)
+    ev = no_lost(sched_events(trace.data, ids, where, others), what, opts)
     ev["bytes"] = len(trace.data)
     ev["coschedule"] = coschedule(trace.data, ids)
     return ev

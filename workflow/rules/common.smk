@@ -9,7 +9,8 @@ from snakemake.utils import validate
 
 from schedlab import config as sl_config
 from schedlab import records as sl_records
-from schedlab.core import plan as sl_plan
+from schedlab import plan as sl_plan
+from schedlab import testbeds as sl_testbeds
 
 # Snakemake's own YAML loader lets a duplicate key win silently and reads YAML 1.1 numbers
 # (012 is 10): read the file again with the project's loader, which names the file and line,
@@ -208,6 +209,27 @@ def study_title(wc):
     return STUDIES[wc.study]["title"]
 
 
+# The notebook that writes a study's table and figure: its own where it has one (for a figure of
+# its own), else the generic one, which draws any study's
+GENERIC_NOTEBOOK = "notebooks/generic-study.ipynb"
+
+
+def study_notebook(wc):
+    own = Path(f"notebooks/{wc.study}.ipynb")
+    return str(own) if own.exists() else GENERIC_NOTEBOOK
+
+
+# Figures of their own (config/config.yaml, figures: NAME -> the study whose file its notebook
+# reads); one whose study is not in the study list is left out
+FIGURES = {f: s for f, s in (config.get("figures") or {}).items() if s in STUDIES}
+for _f, _s in (config.get("figures") or {}).items():
+    if _s not in STUDIES:
+        print(
+            f"schedlab: figure {_f}: its study {_s} is not in the study list; the paper omits it",
+            file=sys.stderr,
+        )
+
+
 def lab_xen_series(study):
     """Patch series of a study's variants that need a source build of Xen (workflow/rules/lab.smk)."""
     return sorted(
@@ -217,3 +239,19 @@ def lab_xen_series(study):
         }
         - {"stock"}
     )
+
+
+def own_figures(
+    names=("figure.pdf", "figure.png", "macros.tex", "caption.tex", "caption.html")
+):
+    """The files of the figures of their own (workflow/rules/report.smk, rule figure)."""
+    return [f"paper/generated/{f}/{n}" for f in FIGURES for n in names]
+
+
+def study_of_kind(kind):
+    """The first study of the list whose workload is of `kind` (workload.kind): a rule that
+    needs one workload's study names the kind, never a study id."""
+    for s, st in STUDIES.items():
+        if (st.get("workload") or {}).get("kind") == kind:
+            return s
+    raise ValueError(f"no study of workload kind {kind!r} in the study list")

@@ -32,6 +32,34 @@ rule methods:
         "python -m schedlab.report.methods {params.args} > {log} 2>&1 || {{ cat {log}; exit 1; }}"
 
 
+# The study sections in the study list's order: a study's own text, else the template's
+# (a new study needs no edit of main.tex).
+rule sections:
+    input:
+        template="paper/templates/study-section.tex",
+        studies=[f"{STUDIES_DIR}/{s}.yaml" for s in STUDIES],
+        code=REPORT_CODE,
+    output:
+        "paper/generated/sections.tex",
+        [
+            f"paper/generated/{s}/section.tex"
+            for s in STUDIES
+            if not Path(f"paper/sections/{s}.tex").exists()
+        ],
+    log:
+        "data/logs/sections.log",
+    conda:
+        "../../environment.yml"
+    params:
+        # the study files' directory and the paper's, from the input and output
+        studies_dir=lambda wc, input: str(Path(input.studies[0]).parent),
+        paper=lambda wc, output: str(Path(output[0]).parents[1]),
+        args=" ".join(f"--study {s}" for s in STUDIES),
+    shell:
+        "python -m schedlab.report.sections --paper-dir {params.paper} --studies-dir {params.studies_dir} {params.args} "
+        "> {log} 2>&1 || {{ cat {log}; exit 1; }}"
+
+
 rule paper:
     input:
         "paper/main.tex",
@@ -43,6 +71,7 @@ rule paper:
         "paper/generated/testbeds.tex",
         "paper/generated/dataset.tex",
         "paper/generated/provenance.tex",
+        rules.sections.output,
         rules.verdicts.output,
         "paper/generated/agreement/table.tex",
         "paper/generated/agreement/macros.tex",
@@ -59,12 +88,7 @@ rule paper:
         "paper/generated/sensitivity/table.tex",
         "paper/generated/sensitivity/macros.tex",
         [f"paper/generated/sensitivity/{s}-tornado.pdf" for s in SENS_STUDIES],
-        "paper/generated/mechanism/figure.pdf",
-        "paper/generated/mechanism/macros.tex",
-        "paper/generated/mechanism/caption.tex",
-        "paper/generated/s1mechanism/figure.pdf",
-        "paper/generated/s1mechanism/macros.tex",
-        "paper/generated/s1mechanism/caption.tex",
+        own_figures(("figure.pdf", "macros.tex", "caption.tex")),
     output:
         "paper/main.pdf",
     log:

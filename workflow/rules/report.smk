@@ -1,5 +1,6 @@
 # Stats and report stage: one notebook per study (= per paper table and its
-# figure), run by papermill on the study's manifests. Each writes its table,
+# figure), run by papermill on the study's manifests: the study's own notebook where it
+# has one (for a figure of its own), else the generic one. Each writes its table,
 # figure, text macros and the sidecar mapping every cell to its runs.
 #
 # `snakemake --report report.html` shows every figure (as PNG: browsers do not all
@@ -10,7 +11,7 @@
 
 rule notebook:
     input:
-        notebook="notebooks/{study}.ipynb",
+        notebook=study_notebook,
         study=f"{STUDIES_DIR}/{{study}}.yaml",
         runs=f"{DATA}/runs/{{testbed}}/{{study}}/all.json",
         code=REPORT_CODE,
@@ -49,7 +50,7 @@ rule notebook:
     benchmark:
         f"{DATA}/benchmarks/notebooks/{{study}}-{{testbed}}.tsv"
     wildcard_constraints:
-        testbed="sim|qemu|lab",
+        testbed=alternatives(sl_testbeds.NAMES),
         study="[a-z][a-z0-9_]*",
     conda:
         "../../environment.yml"
@@ -111,90 +112,50 @@ rule agreement:
         "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
 
 
-# The mechanism figure: one traced sim scenario, three lock/yield variants on one timeline.
-rule mechanism:
+# A figure of its own (config/config.yaml, figures: NAME -> study): notebooks/NAME.ipynb draws it
+# from the study's file with the simulator (e.g. one traced scenario, variants on one timeline).
+rule figure:
     input:
-        notebook="notebooks/mechanism.ipynb",
-        study=f"{STUDIES_DIR}/s0.yaml",
+        notebook="notebooks/{figure}.ipynb",
+        study=lambda wc: f"{STUDIES_DIR}/{FIGURES[wc.figure]}.yaml",
         sim="sim/build/credit1sim",
         code="schedlab/testbeds/sim.py",
         report_code=REPORT_CODE,
         view=REPORT_VIEW,
     output:
         figure=report(
-            "paper/generated/mechanism/figure.pdf",
-            caption="../report/mechanism-figure.rst",
+            "paper/generated/{figure}/figure.pdf",
+            caption="../report/own-figure.rst",
             category="Figures",
-            subcategory="mechanism",
-            labels={"study": "s0", "testbed": "sim", "format": "PDF"},
+            subcategory="{figure}",
+            labels={"figure": "{figure}", "testbed": "sim", "format": "PDF"},
         ),
-        macros="paper/generated/mechanism/macros.tex",
-        caption="paper/generated/mechanism/caption.tex",
-        caption_html="paper/generated/mechanism/caption.html",
+        macros="paper/generated/{figure}/macros.tex",
+        caption="paper/generated/{figure}/caption.tex",
+        caption_html="paper/generated/{figure}/caption.html",
         figure_png=report(
-            "paper/generated/mechanism/figure.png",
-            caption="../report/mechanism-figure.rst",
+            "paper/generated/{figure}/figure.png",
+            caption="../report/own-figure.rst",
             category="Figures",
-            subcategory="mechanism",
-            labels={"study": "s0", "testbed": "sim", "format": "PNG"},
+            subcategory="{figure}",
+            labels={"figure": "{figure}", "testbed": "sim", "format": "PNG"},
         ),
-        executed=f"{DATA}/derived/notebooks/mechanism.ipynb",
+        executed=f"{DATA}/derived/notebooks/{{figure}}.ipynb",
     log:
-        f"{DATA}/logs/notebooks/mechanism.log",
+        f"{DATA}/logs/notebooks/{{figure}}.log",
     benchmark:
-        f"{DATA}/benchmarks/notebooks/mechanism.tsv"
+        f"{DATA}/benchmarks/notebooks/{{figure}}.tsv"
+    wildcard_constraints:
+        figure=alternatives(list(FIGURES)),
     conda:
         "../../environment.yml"
     params:
-        studies_dir=lambda wc, input: str(Path(input.study).parent),
-    shell:
-        "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
-        "-p studies_dir {params.studies_dir} "
-        "&& python {input.view} figure {output.figure} {output.figure_png} "
-        "&& python {input.view} caption {output.caption} {output.caption_html}; "
-        "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
-
-
-# S1's mechanism figure: one traced sim run of the co-run point per wake path (bug, fixed) on one timeline.
-rule s1mechanism:
-    input:
-        notebook="notebooks/s1mechanism.ipynb",
-        study=f"{STUDIES_DIR}/s1.yaml",
-        sim="sim/build/credit1sim",
-        code="schedlab/testbeds/sim.py",
-        report_code=REPORT_CODE,
-        view=REPORT_VIEW,
-    output:
-        figure=report(
-            "paper/generated/s1mechanism/figure.pdf",
-            caption="../report/s1mechanism-figure.rst",
-            category="Figures",
-            subcategory="mechanism",
-            labels={"study": "s1", "testbed": "sim", "format": "PDF"},
-        ),
-        macros="paper/generated/s1mechanism/macros.tex",
-        caption="paper/generated/s1mechanism/caption.tex",
-        caption_html="paper/generated/s1mechanism/caption.html",
-        figure_png=report(
-            "paper/generated/s1mechanism/figure.png",
-            caption="../report/s1mechanism-figure.rst",
-            category="Figures",
-            subcategory="mechanism",
-            labels={"study": "s1", "testbed": "sim", "format": "PNG"},
-        ),
-        executed=f"{DATA}/derived/notebooks/s1mechanism.ipynb",
-    log:
-        f"{DATA}/logs/notebooks/s1mechanism.log",
-    benchmark:
-        f"{DATA}/benchmarks/notebooks/s1mechanism.tsv"
-    conda:
-        "../../environment.yml"
-    params:
+        study=lambda wc: FIGURES[wc.figure],
         studies_dir=lambda wc, input: str(Path(input.study).parent),
         out_dir=lambda wc, output: str(Path(output.figure).parent),
     shell:
         "{{ papermill --no-progress-bar --cwd . {input.notebook} {output.executed} "
-        "-p studies_dir {params.studies_dir} -p out_dir {params.out_dir} "
+        "-p study {params.study} -p studies_dir {params.studies_dir} -p out_dir {params.out_dir} "
         "&& python {input.view} figure {output.figure} {output.figure_png} "
         "&& python {input.view} caption {output.caption} {output.caption_html}; "
         "}} > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
@@ -204,8 +165,7 @@ rule s1mechanism:
 rule report_items:
     input:
         rules.agreement.output,
-        rules.mechanism.output,
-        rules.s1mechanism.output,
+        own_figures(),
         [
             f"paper/generated/{s}/{tb}-{f}"
             for s, tb in PAIRS
@@ -218,10 +178,12 @@ rule report_items:
             *rules.sensitivity.output,
             *rules.verdicts.output,
         ],
-        # tables of the validation written as LaTeX only (a kill matrix), when present
+        # tables of the validation written as LaTeX only (a kill matrix), when present; not
+        # their macros (kill-macros.tex holds no table)
         lambda wc: [
             str(p.with_suffix(".html"))
             for p in sorted(Path("paper/generated/validation").glob("kill*.tex"))
+            if not p.stem.endswith("-macros")
         ],
 
 

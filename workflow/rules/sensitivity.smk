@@ -1,9 +1,10 @@
 # Sensitivity stage (docs/sensitivity.md): how the sim's conclusions move over the ranges of
 # its uncalibrated workload parameters (config/sensitivity.yaml).
 #
-# sensitivity_sweep: per study, the runs of every setting (shipped, one at a time, joint) not yet
-# on disk, as raw records under data/raw/sensitivity/STUDY/ (append-only, never a declared
-# output); its output is the manifest of the runs of each setting. Records of an unchanged
+# sensitivity_sweep (the run stage: schedlab.sweep): per study, the runs of every setting
+# (shipped, one at a time, joint) not yet on disk, as raw records under
+# data/raw/sensitivity/STUDY/ (written by the run stage's record writer; append-only, never a
+# declared output); its output is the manifest of the runs of each setting. Records of an unchanged
 # setting, study file and simulator are reused, so a rerun only reads them.
 # sensitivity: the notebook, from the manifests and their records (it never runs the sim):
 # a tornado chart per study, the robustness table (LaTeX and HTML from one table model), its
@@ -19,7 +20,7 @@ rule sensitivity_sweep:
         config=SENS_CONFIG,
         study=f"{STUDIES_DIR}/{{study}}.yaml",
         sim="sim/build/credit1sim",
-        code=["schedlab/testbeds/sim.py", "schedlab/report/sensitivity.py"],
+        code=["schedlab/testbeds/sim.py", "schedlab/sweep.py", "schedlab/run.py"],
     output:
         f"{DATA}/runs/sensitivity/{{study}}.json",
     log:
@@ -38,7 +39,7 @@ rule sensitivity_sweep:
         data=lambda wc, output: str(Path(output[0]).parents[2]),
         studies_dir=lambda wc, input: str(Path(input.study).parent),
     shell:
-        "python -m schedlab.report.sensitivity run --config {input.config} --studies-dir {params.studies_dir} "
+        "python -m schedlab.sweep run --config {input.config} --studies-dir {params.studies_dir} "
         "--study {wildcards.study} --seed {params.seed} --data {params.data} --jobs {threads} > {log}"
 
 

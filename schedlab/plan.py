@@ -1,5 +1,6 @@
-"""The run order of a study and the seeds of its runs: the ground floor, shared by the run
-stage (schedlab.run) and the testbeds that plan on their own (the lab driver, native boots)."""
+"""The run order of a study and the seeds of its runs, from its study file (schedlab.config):
+shared by the run stage (schedlab.run), the records (which repetition is a warm-up) and the
+testbeds that plan on their own (the lab driver, native boots)."""
 
 from __future__ import annotations
 

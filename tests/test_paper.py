@@ -423,3 +423,15 @@ def test_a_check_is_one_holm_family_with_tost_and_traceable_runs(tmp_path):
     assert (
         k == f"checks/{key}" and found["metric"] == "throughput_mbps" and found["runs"] == side["checks"][key]["runs"]
     )
+
+
+def test_the_paper_rule_catches_an_undefined_value_whose_warning_tex_wrapped():
+    """TeX wraps a log line after 79 characters, so a check that needs the warning's end
+    ('... undefined') misses a long key; the paper rule matches where a warning starts."""
+    rule = (ROOT / "workflow" / "rules" / "paper.smk").read_text()
+    pattern = re.search(r"grep -E '([^']+)' main\.log", rule).group(1)
+    wrapped = (
+        "Package schedlab Warning: Value `s4-sim/check/pinned/numa/vms-10/specjbb/sig' undefi\nned on input line 51.\n"
+    )
+    assert any(re.search(pattern, line) for line in wrapped.splitlines())
+    assert not any(re.search(pattern, line) for line in ["Package hyperref Warning: Token not allowed"])

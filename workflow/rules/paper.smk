@@ -95,8 +95,9 @@ rule paper:
         "data/logs/latexmk.log",
     conda:
         "../../environment.yml"
+    # TeX wraps a warning after 79 characters: match where each warning starts
     shell:
         "cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex > ../{log} 2>&1 "
         "|| {{ tail -40 ../{log}; exit 1; }}; "
-        "if grep -E 'undefined (references|citations)|Citation .* undefined|Reference .* undefined|Value .* undefined' main.log; "
+        "if grep -E 'undefined (references|citations)|LaTeX Warning: (Citation|Reference) |Package schedlab Warning: Value ' main.log; "
         "then echo 'paper: undefined references, citations or values (see paper/main.log)'; exit 1; fi"

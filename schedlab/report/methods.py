@@ -20,7 +20,8 @@ import numpy as np
 from schedlab import config
 from schedlab.core.files import atomic_write
 from schedlab.report import data as rdata
-from schedlab.report.tables import display_title
+from schedlab.report.table_model import Table
+from schedlab.report.tables import display_title, runs_text
 from schedlab.report.tables import latex_escape as esc
 
 DETECT_PCT = 5.0  # the effect size the power analysis asks each study to detect
@@ -52,6 +53,124 @@ def _variant_line(name: str, v: dict) -> str:
     if v.get("sim"):
         parts.append("sim " + ", ".join(f"{esc(k)}=\\texttt{{{esc(str(s))}}}" for k, s in sorted(v["sim"].items())))
     return f"\\texttt{{{esc(name)}}}: " + "; ".join(parts)
+
+
+def booted_text(booted: dict[str, list[str]]) -> str:
+    """What the variants booted, each different boot once with the variants that booted it (not
+    one command line per variant when they share it)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for v, ds in booted.items():
+        groups.setdefault(tuple(ds), []).append(v)
+    if len(groups) == 1:
+        (ds,) = groups
+        return ("every variant " if len(booted) > 1 else "") + ", ".join(esc(d) for d in ds)
+    return "; ".join(
+        _and([f"\\texttt{{{esc(v)}}}" for v in vs]) + ": " + ", ".join(esc(d) for d in ds) for ds, vs in groups.items()
+    )
+
+
+def variants_table(studies: dict[str, dict]) -> Table:
+    """Every study's variants in one table: what each changes in Xen, the guest or kernel, and
+    the simulator (from the study files; the appendix's prose names them only)."""
+    rag = r">{\raggedright\arraybackslash}"
+    cols = [
+        ("study", "l"),
+        ("variant", "l"),
+        ("Xen: patches; settings", rag + "p{5.6cm}"),
+        ("guest or kernel", rag + "p{3.4cm}"),
+        ("simulator", rag + "p{2.8cm}"),
+    ]
+    rows = []
+    for s, st in studies.items():
+        for i, (n, v) in enumerate(st["variants"].items()):
+            xen = v.get("xen", {})
+            xs = [f"\\texttt{{{esc(xen.get('patches', 'stock'))}}}"]
+            xs += [f"\\texttt{{{esc(k)}={esc(str(b))}}}" for k, b in (xen.get("boot") or {}).items()]
+            xs += [f"\\texttt{{{esc(k)}={esc(str(b))}}} (run time)" for k, b in (xen.get("sched_credit") or {}).items()]
+            guest = [f"{esc(k)} \\texttt{{{esc(str(g))}}}" for k, g in (v.get("kernel") or {}).items()]
+            guest += [f"{esc(k)} \\texttt{{{esc(str(g))}}}" for k, g in (v.get("guest") or {}).items()]
+            sim = [f"{esc(k)}=\\texttt{{{esc(str(x))}}}" for k, x in sorted((v.get("sim") or {}).items())]
+            name = f"\\texttt{{{esc(n)}}}" + (" (baseline)" if n == st["baseline"] else "")
+            rows.append(
+                [
+                    study_label(s) if i == 0 else "",
+                    name,
+                    "; ".join(xs),
+                    ", ".join(guest) or "--",
+                    ", ".join(sim) or "--",
+                ]
+            )
+        rows.append(None)
+    caption = (
+        r"Every study's variants, from the study files: the Xen patch series each builds and the settings it "
+        r"boots or sets at run time, what it changes in the guest or the kernel, and the simulator's switches. "
+        r"The records name what each run booted (Appendix~\ref{app:provenance})."
+    )
+    return Table.from_rows(cols, rows[:-1], None, caption, "tab:variants")
+
+
+def calibrated_values(study: dict, text: str) -> list[tuple[str, object, str]]:
+    """The sim model's calibrated values in a study file: (dotted path, value, the comment that
+    says what it was fitted to), from its lines marked CALIBRATED (a key on the line; the key
+    before the word when the line holds several)."""
+    import yaml
+
+    data = yaml.safe_load(text) or {}
+    lines = text.splitlines()
+    out = []
+    for i, ln in enumerate(lines):
+        code, _, comment = ln.partition("#")
+        if "CALIBRATED" not in comment or not code.strip():
+            continue
+        keys = re.findall(r"([A-Za-z_]\w*):", code)
+        named = re.search(r"(\w+) CALIBRATED", comment)
+        key = named.group(1) if named and named.group(1) in keys else keys[0]
+        indent = len(code) - len(code.lstrip())
+        # a flow mapping opened on this line (`kind: {..., key: v}`): its key encloses the value
+        first = re.match(r"\s*([A-Za-z_]\w*):\s*\{", code)
+        path = [first.group(1), key] if first and first.group(1) != key else [key]
+        level = indent
+        for up in range(i - 1, -1, -1):
+            c = lines[up].partition("#")[0]
+            m = re.match(r"(\s*)([A-Za-z_]\w*):", c)
+            if m and len(m.group(1)) < level:
+                path.insert(0, m.group(2))
+                level = len(m.group(1))
+                if level == 0:
+                    break
+        value = data
+        for k in path:
+            value = value.get(k) if isinstance(value, dict) else None
+        if isinstance(value, dict):
+            value = value.get("mean", value)
+        why = comment.strip().split("CALIBRATED", 1)[1].strip(" :")
+        out.append((".".join(path).removeprefix("sim_workload."), value, why))
+    return out
+
+
+def calibrated_table(studies: dict[str, dict], studies_dir: Path) -> Table:
+    """Every value of the simulator's model fitted to a measurement: the study, the parameter,
+    its value and what it was fitted to, from the study files' CALIBRATED marks."""
+    rag = r">{\raggedright\arraybackslash}"
+    rows = []
+    for s, st in studies.items():
+        path = Path(studies_dir) / f"{s}.yaml"
+        for key, value, why in calibrated_values(st, path.read_text()):
+            rows.append([study_label(s), f"\\texttt{{{esc(key)}}}", esc(str(value)), esc(why)])
+    caption = (
+        r"Every calibrated value of the simulator's model (its path in the study file's \texttt{sim\_workload}), "
+        r"from the study files' \texttt{CALIBRATED} marks: "
+        r"each was fitted on one point of its study's baseline (marked in the study tables), the only point "
+        r"where agreement with the seed is by construction. Every other workload parameter is an estimate "
+        r"with its reason in the study file, swept in Appendix~\ref{app:sensitivity}."
+    )
+    return Table.from_rows(
+        [("study", "l"), ("parameter", "l"), ("value", "l"), ("fitted on", rag + "p{7.4cm}")],
+        rows,
+        None,
+        caption,
+        "tab:calibrated",
+    )
 
 
 def _and(items: list[str]) -> str:
@@ -323,7 +442,7 @@ def generate(
                 + "; ".join(
                     f"{esc(a)} $\\in$ \\{{{', '.join(esc(str(v)) for v in vals)}\\}}" for a, vals in ts["axes"].items()
                 )
-                + f". {ts['runs']} measured runs per point after {ts['warmup']} discarded warm-up run(s); "
+                + f". {runs_text(ts['runs'], ts['warmup'])}; "
                 f"{prov['n_runs']} measured runs in all, run order seeded and interleaved (plan seed {prov['plan_seed']}); "
                 + (
                     "one fresh boot per round with every variant in it, analysed paired by round; "
@@ -331,8 +450,8 @@ def generate(
                     else ""
                 )
                 + f"run seeds derived from the base seed {base_seed} (range {min(seeds)}--{max(seeds)}). "
-                f"Variants, against \\texttt{{{esc(st['baseline'])}}}: "
-                + "; ".join(_variant_line(n, v) for n, v in st["variants"].items() if n in ts["variants"])
+                f"Variants (Table~\\ref{{tab:variants}}), against \\texttt{{{esc(st['baseline'])}}}: "
+                + ", ".join(f"\\texttt{{{esc(n)}}}" for n in st["variants"] if n in ts["variants"])
                 + (
                     ""
                     if len(ts["variants"]) == len(st["variants"])
@@ -340,15 +459,7 @@ def generate(
                     + ", ".join(f"\\texttt{{{esc(n)}}}" for n in st["variants"] if n not in ts["variants"])
                 )
                 + f". Power: {power_text(st, tb, runs)}. Raw data \\texttt{{sha256:{side['data_hash'][:16]}}}."
-                + (
-                    ""
-                    if not prov["booted"]
-                    else " Booted, from the records: "
-                    + "; ".join(
-                        f"\\texttt{{{esc(v)}}}: " + ", ".join(esc(d) for d in ds) for v, ds in prov["booted"].items()
-                    )
-                    + "."
-                )
+                + ("" if not prov["booted"] else " Booted, from the records: " + booted_text(prov["booted"]) + ".")
                 + _time_mode_text(
                     ts["options"] if tb == "qemu" else None, (st["testbeds"].get(tb) or {}).get("time_mode_why")
                 )
@@ -358,6 +469,8 @@ def generate(
     body.append(statistics_text(tests_used))
     atomic_write(out / "methods.tex", "\n".join(body) + "\n")
     atomic_write(out / "provenance.tex", "\n".join(lines) + "\n")
+    variants_table(studies).write(out / "variants.tex", title="Every study's variants")
+    calibrated_table(studies, studies_dir).write(out / "calibrated.tex", title="The simulator's calibrated values")
 
     h = hashlib.sha256("".join(f"{t} {d}\n" for t, d in sorted(hashes)).encode()).hexdigest()
     atomic_write(

@@ -13,7 +13,15 @@ import pandas as pd
 from schedlab import config
 from schedlab.core.files import atomic_write
 from schedlab.report import data as rdata
-from schedlab.report.tables import StudyTable, fmt_bracket, fmt_delta, fmt_signed, latex_escape, metric_text
+from schedlab.report.tables import (
+    StudyTable,
+    fmt_bracket,
+    fmt_delta,
+    fmt_signed,
+    latex_escape,
+    metric_text,
+    runs_text,
+)
 
 # stats.bootstrap_ratio_ci's `method`, as the text names it
 RATIO_METHODS = {
@@ -407,7 +415,7 @@ class StudyContext:
             # \sloppy: long unbreakable \texttt values (QEMU's version) must not run into the margin
             f"\\paragraph{{Setup as run ({tb}).}} {{\\sloppy Points: {axes}. Variants: {variants}; "
             f"baseline \\texttt{{{latex_escape(s['baseline'])}}}. "
-            f"{st['runs']} measured runs per point after {st['warmup']} discarded warm-up run(s), "
+            f"{runs_text(st['runs'], st['warmup'])}, "
             f"{prov['n_runs']} runs in all, in a seeded interleaved order (plan seed {prov['plan_seed']}). "
             f"Testbed: {tb_text}. Code: commit {', '.join(latex_escape(c) for c in prov['repo_commits'])}.\\par}}\n"
         )

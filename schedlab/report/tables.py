@@ -136,6 +136,37 @@ def fmt_bracket(low, high, decimals: int | None = None) -> str:
     return f"[{end(low)}, {end(high)}]"
 
 
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+
+
+def count_word(n: int, zero: str = "no") -> str:
+    """A count as a word where natural in running text (zero to twelve), else digits."""
+    n = int(n)
+    if n == 0:
+        return zero
+    return _WORDS[n] if 0 < n < len(_WORDS) else str(n)
+
+
+def counted(n: int, noun: str, plural: str | None = None, zero: str = "no") -> str:
+    """ "one run", "five runs", "no runs", "14 runs": a count and its noun, in agreement."""
+    n = int(n)
+    return f"{count_word(n, zero)} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def word_list(items, conj: str = "and") -> str:
+    """ "a", "a and b", "a, b and c"; an empty list is an error (a sentence must not list nothing)."""
+    items = list(items)
+    if not items:
+        raise ValueError("word_list: nothing to list")
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conj} " + items[-1]
+
+
+def runs_text(runs: int, warmup: int) -> str:
+    """ "5 measured runs per point after one discarded warm-up run" (counts in agreement)."""
+    warm = f"after {counted(warmup, 'discarded warm-up run')}" if warmup else "without a warm-up run"
+    return f"{runs} measured {'run' if runs == 1 else 'runs'} per point {warm}"
+
+
 def mean_ci(values: np.ndarray, confidence: float = 95.0) -> tuple[float, float]:
     from scipy import stats as st
 

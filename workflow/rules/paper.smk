@@ -15,6 +15,8 @@ rule methods:
         "paper/generated/testbeds.tex",
         "paper/generated/dataset.tex",
         "paper/generated/provenance.tex",
+        "paper/generated/variants.tex",
+        "paper/generated/calibrated.tex",
     log:
         "data/logs/methods.log",
     conda:
@@ -71,6 +73,8 @@ rule paper:
         "paper/generated/testbeds.tex",
         "paper/generated/dataset.tex",
         "paper/generated/provenance.tex",
+        "paper/generated/variants.tex",
+        "paper/generated/calibrated.tex",
         rules.sections.output,
         rules.verdicts.output,
         "paper/generated/agreement/table.tex",

@@ -8,9 +8,13 @@ rule verdicts:
     input:
         cells=[f"paper/generated/{s}/{tb}-cells.json" for s, tb in PAIRS],
         studies=[f"{STUDIES_DIR}/{s}.yaml" for s in STUDIES],
+        # the sim verdicts' robustness: the sweep's per-setting effects and its conclusions
+        sensitivity="paper/generated/sensitivity/cells.json",
+        sensitivity_config="config/sensitivity.yaml",
         code=REPORT_CODE,
     output:
         table="paper/generated/verdicts/table.tex",
+        evidence=[f"paper/generated/verdicts/evidence-{tb}.tex" for tb in REPORTED],
         cells="paper/generated/verdicts/cells.json",
         macros="paper/generated/verdicts/macros.tex",
         seeds="paper/generated/verdicts/seeds.tex",
@@ -48,4 +52,5 @@ rule verdicts:
         ),
     shell:
         "python -m schedlab.report.verdicts --paper-dir {params.paper} --studies-dir {params.studies_dir} "
+        "--sensitivity {input.sensitivity} --sensitivity-config {input.sensitivity_config} "
         "{params.args} > {log} 2>&1 || {{ cat {log}; exit 1; }}"

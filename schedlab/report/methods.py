@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -173,6 +174,161 @@ def calibrated_table(studies: dict[str, dict], studies_dir: Path) -> Table:
     )
 
 
+def records_table(data_dir: Path, studies: dict[str, dict], testbeds: list[str]) -> Table:
+    """Every raw record on disk per testbed and study: how many the paper uses (and in how many
+    boots, where the boot is the unit), how many it does not and why (records.why_not_used: made
+    before the design was registered, from a dirty checkout, superseded, exploratory; or of
+    another definition of the study), the measuring time they took and the disk they fill."""
+    from schedlab import records, store
+
+    reasons = {
+        "made before its design was registered": "before registration",
+        "made from a checkout with uncommitted changes (exploratory)": "dirty tree",
+        "superseded: the design changed after it was made": "superseded",
+        "exploratory": "exploratory",
+    }
+    rows = []
+    for tb in testbeds:
+        for s, st in studies.items():
+            if tb not in st["testbeds"]:
+                continue
+            folder = store.raw_dir(Path(data_dir), tb, s)
+            if not folder.is_dir():
+                continue
+            want = records.current_definitions(st, tb)
+            dhash = config.design_hash(st, tb)
+            n = used = other = failed = 0
+            boots, why, hours, size = set(), {}, 0.0, 0
+            for path in store.iter_records(folder):
+                rec = store.read_record(path)
+                n += 1
+                size += path.stat().st_size
+                hours += float(rec.get("duration_s") or 0) / 3600
+                if rec.get("status") != "ok":
+                    failed += 1
+                elif rec.get("definition_hash") not in want:
+                    other += 1
+                else:
+                    w = records.why_not_used(rec, st, tb, dhash)
+                    if w:
+                        why[reasons.get(w, w)] = why.get(reasons.get(w, w), 0) + 1
+                    else:
+                        used += 1
+                        boots.add(records.boot_of(rec) or rec["run_id"])
+            per_boot = config.testbed_settings(st, tb)["unit"] == "boot"
+            not_used = [f"{k} {why[k]}" for k in sorted(why)]
+            if other:
+                not_used.append(f"other definition {other}")
+            if failed:
+                not_used.append(f"failed {failed}")
+            rows.append(
+                [
+                    esc(tb),
+                    study_label(s),
+                    str(n),
+                    f"{used} ({len(boots)} boots)" if per_boot else str(used),
+                    esc(", ".join(not_used)) or "--",
+                    f"{hours:.1f}" if hours >= 0.1 else "<0.1",
+                    f"{size / 1e6:.1f}",
+                ]
+            )
+    rag = r">{\raggedright\arraybackslash}"
+    caption = (
+        r"Every raw record shipped in \texttt{data/raw}, per testbed and study: how many stand for the study's "
+        r"current registered design (the tables take each cell's runs from one build, the one with the most "
+        r"runs; on qemu, counted also in boots, the unit), how many do not and why (made before the study's "
+        r"design was registered, from a checkout with uncommitted changes, superseded by a later design, "
+        r"exploratory, of another definition of the study, or failed; kept, never deleted, and listed run by "
+        r"run in each study's manifest, \texttt{data/runs/TESTBED/STUDY/all.json}, field \texttt{not\_used}), "
+        r"the hours of measuring they took (each run's own duration, boots and builds not included) and their "
+        r"size on disk."
+    )
+    return Table.from_rows(
+        [
+            ("testbed", "l"),
+            ("study", "l"),
+            ("records", "r"),
+            ("used", "l"),
+            ("not used, why", rag + "p{5.2cm}"),
+            ("hours", "r"),
+            ("MB", "r"),
+        ],
+        rows,
+        None,
+        caption,
+        "tab:records",
+    )
+
+
+def _size(path: Path) -> int:
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+
+
+def resources_table(data_dir: Path, paper_dir: Path, measure_hours: float) -> Table:
+    """What each stage of `make paper` cost in the build that made these files, from Snakemake's
+    benchmark files (data/benchmarks/STAGE/...: wall and CPU seconds, peak memory), the disk its
+    outputs fill, and the qemu measuring the shipped records took (their runs' own durations)."""
+    import csv
+
+    data_dir, paper_dir = Path(data_dir), Path(paper_dir)
+    stages = [
+        ("sim runs", "sim", [data_dir / "raw" / "sim"]),
+        ("sensitivity sweep", "sensitivity", [data_dir / "raw" / "sensitivity"]),
+        ("validation and its mutants", "validation", []),
+        ("notebooks (tables, figures)", "notebooks", [paper_dir / "generated"]),
+        ("qemu tables from shipped records", "qemu", []),
+    ]
+    rows = []
+    for name, folder, disks in stages:
+        wall = rss = 0.0
+        for f in (data_dir / "benchmarks" / folder).rglob("*.tsv"):
+            with f.open() as fh:
+                for r in csv.DictReader(fh, delimiter="\t"):
+                    try:
+                        wall += float(r["s"])
+                        rss = max(rss, float(r.get("max_rss") or 0))
+                    except (KeyError, ValueError):
+                        continue
+        if not wall:
+            continue
+        disk = sum(_size(d) for d in disks)
+        rows.append(
+            [
+                esc(name),
+                f"{wall / 60:.0f}" if wall >= 60 else "<1",
+                f"{rss:.0f}",
+                f"{disk / 1e6:.0f}" if disk else "--",
+            ]
+        )
+    rows.append(
+        [
+            r"qemu measurement (\texttt{MEASURE=sim,qemu})",
+            f"{measure_hours * 60:.0f}",
+            "--",
+            f"{_size(data_dir / 'raw' / 'qemu') / 1e6:.0f}",
+        ]
+    )
+    caption = (
+        r"What each stage of \texttt{make paper} cost in the build that made this PDF, from Snakemake's "
+        r"benchmark files (\texttt{data/benchmarks/}): minutes of wall time summed over the "
+        rf"stage's jobs (the workflow runs them on all cores, {os.cpu_count()} on the machine that built this, "
+        r"so the build takes less), the largest "
+        r"job's peak memory, and the disk its outputs fill. Last row: the minutes the "
+        r"shipped qemu records took to measure (each run's own duration; boots and image builds not "
+        r"included), measured with one QEMU at a time on two host cores, and their size."
+    )
+    return Table.from_rows(
+        [("stage", "l"), ("wall, min", "r"), ("peak memory, MB", "r"), ("disk, MB", "r")],
+        rows,
+        None,
+        caption,
+        "tab:resources",
+    )
+
+
 def _and(items: list[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
@@ -238,7 +394,9 @@ TESTBED_NOTES = {
         r"is busy too (\texttt{benchmarks/qemu\_clock.py} measures the factor) "
         r"(each study's entry below says why its mode suits its comparisons). Either way absolute "
         r"numbers (Mbit/s, lock operations per second, benchmark seconds) are not those of a "
-        r"machine and only the directions and relative sizes of differences carry over. Each run records "
+        r"machine; the direction of a difference in what the scheduler decides (BOOSTs, migrations, "
+        r"where a vCPU ran) is the testbed's result, and whether any size carries over to hardware is "
+        r"untested. Each run records "
         r"the development machine's load average (later runs also the CPU time its own hypervisor stole); "
         r"the ranges are given per study in the appendix."
     ),
@@ -471,6 +629,11 @@ def generate(
     atomic_write(out / "provenance.tex", "\n".join(lines) + "\n")
     variants_table(studies).write(out / "variants.tex", title="Every study's variants")
     calibrated_table(studies, studies_dir).write(out / "calibrated.tex", title="The simulator's calibrated values")
+    all_tbs = list(dict.fromkeys(tb for st in studies.values() for tb in st["testbeds"]))
+    rec_table = records_table(data_dir, studies, all_tbs)
+    rec_table.write(out / "records.tex", title="Every raw record, used or not")
+    hours = sum(float(r[5].lstrip("<")) for r in rec_table.rows() if r and r[0] == "qemu")
+    resources_table(data_dir, paper_dir, hours).write(out / "resources.tex", title="What each stage costs")
 
     h = hashlib.sha256("".join(f"{t} {d}\n" for t, d in sorted(hashes)).encode()).hexdigest()
     atomic_write(

@@ -307,7 +307,7 @@ class StudyContext:
             }
             macros[f"check/{key}/d"] = fmt_signed(c["pct"])
             macros[f"check/{key}/ci"] = fmt_bracket(c["pct_low"], c["pct_high"])
-            macros[f"check/{key}/sig"] = "significant" if c["significant"] else "not significant"
+            macros[f"check/{key}/sig"] = "significant" if c["significant"] else "no detectable difference"
             macros[f"check/{key}/p"] = f"{c['p_holm']:.2g}"
             if margin_pct:
                 macros[f"check/{key}/eq"] = (
@@ -350,6 +350,7 @@ class StudyContext:
         st = config.testbed_settings(self.study, self.testbed)
         out = {f"setup/points/{a}": _range(v) for a, v in st["axes"].items()}
         out["setup/runs"], out["setup/warmup"] = str(st["runs"]), str(st["warmup"])
+        out["setup/runs-text"] = runs_text(st["runs"], st["warmup"])
         out["setup/conf"] = f"{self.confidence:g}"
         for k, v in st["options"].items():
             if isinstance(v, (int, float, str)) and not isinstance(v, bool):
@@ -433,7 +434,7 @@ class StudyContext:
             key = f"{c['variant']}/{pid}/{c['metric']}"
             out[f"d/{key}"] = fmt_signed(c["pct"])
             out[f"ci/{key}"] = fmt_bracket(c["pct_low"], c["pct_high"])
-            out[f"sig/{key}"] = "significant" if c["significant"] else "not significant"
+            out[f"sig/{key}"] = "significant" if c["significant"] else "no detectable difference"
             out[f"p/{key}"] = f"{c['p_holm']:.2g}"
         return out
 

@@ -153,6 +153,17 @@ def counted(n: int, noun: str, plural: str | None = None, zero: str = "no") -> s
     return f"{count_word(n, zero)} {noun if n == 1 else (plural or noun + 's')}"
 
 
+def of_n(k: int, n: int, noun: str = "") -> str:
+    """ "all six", "none of the six", "four of the six" (then the noun, plural)."""
+    k, n = int(k), int(n)
+    tail = f" {noun}" if noun else ""
+    if k == n and n > 1:
+        return f"all {count_word(n)}{tail}"
+    if k == 0:
+        return f"none of the {count_word(n)}{tail}"
+    return f"{count_word(k)} of the {count_word(n)}{tail}"
+
+
 def word_list(items, conj: str = "and") -> str:
     """ "a", "a and b", "a, b and c"; an empty list is an error (a sentence must not list nothing)."""
     items = list(items)

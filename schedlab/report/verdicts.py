@@ -47,11 +47,13 @@ from schedlab.core.files import atomic_write
 from schedlab.report.table_model import Table
 from schedlab.report.tables import (
     count_word,
+    counted,
     display_title,
     fmt_bracket,
     fmt_signed,
     latex_escape,
     metric_text,
+    of_n,
     word_list,
     write_macros,
     write_sidecar,
@@ -616,6 +618,15 @@ def robustness_macros(rows: list[Row], robust: dict[str, Robustness]) -> dict[st
     out["sim/fragile/n"] = str(len(fragile))
     out["sim/robust/n-word"] = count_word(len(sure))
     out["sim/fragile/n-word"] = count_word(len(fragile))
+    out["sim/fragile/of-n"] = of_n(len(fragile), len(sure) + len(fragile))
+    # the abstract's finding, true whichever way the sweep comes out
+    out["sim/fragile-finding"] = (
+        f"shows {of_n(len(fragile), len(sure) + len(fragile))} verdicts on the model to be fragile: another "
+        "plausible workload gives another verdict, so a fragile verdict indicts the model's guesses as much as "
+        "the published claim"
+        if fragile
+        else "leaves every verdict on the model as it is, so none of them hinges on one guessed workload value"
+    )
     total = len(sure) + len(fragile)
     if not fragile:
         sentence = f"Each of the {count_word(total)} verdicts on the model holds at every setting of the sweep."
@@ -877,7 +888,10 @@ def write(
     macros["n-word"] = count_word(len(rows))
     for tb in testbeds:
         for cat in CATEGORIES:
-            macros[f"{tb}/{_slug(cat)}-word"] = count_word(sum(r.results[tb][0] == cat for r in rows))
+            k = sum(r.results[tb][0] == cat for r in rows)
+            macros[f"{tb}/{_slug(cat)}-word"] = count_word(k)
+            macros[f"{tb}/{_slug(cat)}-claims"] = counted(k, "claim")
+            macros[f"{tb}/{_slug(cat)}-of-n"] = of_n(k, len(rows))
     if robust:
         macros.update(robustness_macros(rows, robust))
     write_macros(out / "macros.tex", "verdicts", macros)

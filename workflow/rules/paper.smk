@@ -17,6 +17,8 @@ rule methods:
         "paper/generated/provenance.tex",
         "paper/generated/variants.tex",
         "paper/generated/calibrated.tex",
+        "paper/generated/records.tex",
+        "paper/generated/resources.tex",
     log:
         "data/logs/methods.log",
     conda:
@@ -75,6 +77,8 @@ rule paper:
         "paper/generated/provenance.tex",
         "paper/generated/variants.tex",
         "paper/generated/calibrated.tex",
+        "paper/generated/records.tex",
+        "paper/generated/resources.tex",
         rules.sections.output,
         rules.verdicts.output,
         "paper/generated/agreement/table.tex",

@@ -247,7 +247,7 @@ def claim_text(c):
 
 
 # outcomes as words for the text's sentences (\sv{sensitivity/STUDY/ID/outcome-text}, .../survives)
-OUTCOME_TEXT = {"higher": "significantly higher", "lower": "significantly lower", "n.s.": "not significant",
+OUTCOME_TEXT = {"higher": "significantly higher", "lower": "significantly lower", "n.s.": "no detectable difference",
                 "equivalent": "equivalent within the margin", "beyond": "beyond the margin",
                 "unresolved": "unresolved", "no result": "without a result"}
 

@@ -59,8 +59,10 @@ for ax, m in zip(axes, metrics):
     ax.set_xlabel("VMs")
     label = ctx.metric(m)["label"].split(" (")[0]
     ax.set_ylabel(f"{label} ({ctx.metric(m).get('unit', '')})", fontsize=7)
-    ax.legend(title=None, fontsize=6)
-fig.tight_layout()
+    ax.get_legend().remove()
+# one legend below the panels, clear of the bars
+fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncols=3, fontsize=7, frameon=False)
+fig.tight_layout(rect=(0, 0.1, 1, 1))
 ctx.save_figure(fig, "Each benchmark per placement policy and number of VMs", T_ERRORBARS)
 
 # %%

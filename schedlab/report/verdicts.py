@@ -599,6 +599,22 @@ def robustness_text(rb: Robustness | None) -> str:
     return rf"\textbf{{fragile}}: {share}\,\% ({rb.holds} of {rb.settings})"
 
 
+def counts_phrase(categories: list[str]) -> str:
+    """The verdicts of one testbed in words, only the categories that occur: "two are reproduced
+    in direction only, three not reproduced and one untestable here"; "all six are untestable
+    here" (never "no are" or a list of zeros)."""
+    n = len(categories)
+    counts = [(c, sum(x == c for x in categories)) for c in CATEGORIES]
+    counts = [(c, k) for c, k in counts if k]
+    if len(counts) == 1 and n > 1:
+        return f"all {count_word(n)} are {counts[0][0]}"
+    items = []
+    for i, (c, k) in enumerate(counts):
+        verb = (" is" if k == 1 else " are") if i == 0 else ""
+        items.append(f"{count_word(k)}{verb} {c}")
+    return word_list(items) if items else "none is judged"
+
+
 def robustness_macros(rows: list[Row], robust: dict[str, Robustness]) -> dict[str, str]:
     """The text's words for the sweep column: per claim `STUDY/sim/robust` (robust or fragile) and
     `STUDY/sim/holds` (the share), the counts, and one sentence that names the fragile verdicts
@@ -892,6 +908,8 @@ def write(
             macros[f"{tb}/{_slug(cat)}-word"] = count_word(k)
             macros[f"{tb}/{_slug(cat)}-claims"] = counted(k, "claim")
             macros[f"{tb}/{_slug(cat)}-of-n"] = of_n(k, len(rows))
+    for tb in testbeds:
+        macros[f"{tb}/counts"] = counts_phrase([r.results[tb][0] for r in rows])
     if robust:
         macros.update(robustness_macros(rows, robust))
     write_macros(out / "macros.tex", "verdicts", macros)

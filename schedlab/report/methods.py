@@ -145,6 +145,11 @@ def calibrated_values(study: dict, text: str) -> list[tuple[str, object, str]]:
         if isinstance(value, dict):
             value = value.get("mean", value)
         why = comment.strip().split("CALIBRATED", 1)[1].strip(" :")
+        for nxt in lines[i + 1 :]:  # a comment continued on the lines below (comment only)
+            code_n, _, more = nxt.partition("#")
+            if code_n.strip() or not more.strip():
+                break
+            why += " " + more.strip()
         out.append((".".join(path).removeprefix("sim_workload."), value, why))
     return out
 

@@ -434,7 +434,13 @@ class StudyContext:
             key = f"{c['variant']}/{pid}/{c['metric']}"
             out[f"d/{key}"] = fmt_signed(c["pct"])
             out[f"ci/{key}"] = fmt_bracket(c["pct_low"], c["pct_high"])
-            out[f"sig/{key}"] = "significant" if c["significant"] else "no detectable difference"
+            out[f"sig/{key}"] = (
+                "exact: the runs do not vary"
+                if c.get("test") == "exact"
+                else "significant"
+                if c["significant"]
+                else "no detectable difference"
+            )
             out[f"p/{key}"] = f"{c['p_holm']:.2g}"
         return out
 

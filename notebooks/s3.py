@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from schedlab.report.notebook import T_ERRORBARS, StudyContext, t_errorbar
-from schedlab.report.tables import fmt_signed
+from schedlab.report.tables import fmt_signed_ci
 
 sns.set_theme(style="whitegrid", context="paper")
 ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
@@ -70,7 +70,7 @@ ctx.save_figure(fig, f"S3: {what} against the migration delay", T_ERRORBARS)
 
 # %%
 cmp = ctx.comparisons
-macros = {f"pct/{c['metric']}/{c['variant']}": fmt_signed(c["pct"]) for _, c in cmp.iterrows()}
+macros = {f"pct/{c['metric']}/{c['variant']}": fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"]) for _, c in cmp.iterrows()}
 macros
 
 # %%

@@ -17,7 +17,7 @@ from schedlab.report.tables import (
     StudyTable,
     fmt_bracket,
     fmt_delta,
-    fmt_signed,
+    fmt_signed_ci,
     latex_escape,
     metric_text,
     runs_text,
@@ -305,7 +305,7 @@ class StudyContext:
                 "runs": runs_of(c["variant"]),
                 "baseline_runs": runs_of(ref),
             }
-            macros[f"check/{key}/d"] = fmt_signed(c["pct"])
+            macros[f"check/{key}/d"] = fmt_signed_ci(c["pct"], c.get("pct_low"), c.get("pct_high"))
             macros[f"check/{key}/ci"] = fmt_bracket(c["pct_low"], c["pct_high"])
             macros[f"check/{key}/sig"] = "significant" if c["significant"] else "no detectable difference"
             macros[f"check/{key}/p"] = f"{c['p_holm']:.2g}"
@@ -432,7 +432,7 @@ class StudyContext:
         for _, c in cmp.iterrows():
             pid = config.point_id({a: c[a] for a in self.axes})
             key = f"{c['variant']}/{pid}/{c['metric']}"
-            out[f"d/{key}"] = fmt_signed(c["pct"])
+            out[f"d/{key}"] = fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"])
             out[f"ci/{key}"] = fmt_bracket(c["pct_low"], c["pct_high"])
             out[f"sig/{key}"] = (
                 "exact: the runs do not vary"

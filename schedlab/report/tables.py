@@ -84,6 +84,19 @@ def fmt_signed(x: float, decimals: int = 1) -> str:
     return s if float(s) == 0 else _signed(s if s.startswith("-") else "+" + s)
 
 
+def fmt_signed_ci(pct: float, low=None, high=None) -> str:
+    """A difference for the text to the precision its interval allows (two significant digits of
+    the interval's shorter half, as the tables print it; one decimal without an interval)."""
+    if not _finite(pct):
+        return "--"
+    widths = [w for w in (_num_or_nan(high) - pct, pct - _num_or_nan(low)) if math.isfinite(w) and w > 0]
+    return fmt_signed(pct, min(_decimals(min(widths)), 4) if widths else 1)
+
+
+def _num_or_nan(x) -> float:
+    return float(x) if _finite(x) else math.nan
+
+
 def _end(x, sign: float) -> float:
     """An interval end as a float: None (unbounded) is sign * inf; NaN stays NaN."""
     return sign * math.inf if x is None else float(x)

@@ -82,6 +82,8 @@ def built(tmp_path_factory, sim_binary):
     val.write_text(re.sub(r"(?m)^seeds: \[[^]]*\]", "seeds: [1, 2]", val.read_text()))
     # a checkout: the shipped qemu records (their tables are re-derived), and what `make` needs
     shutil.copytree(ROOT / "data" / "raw" / "qemu", work / "data" / "raw" / "qemu")
+    # and the testbed benchmarks' committed outputs the paper quotes (schedlab/report/measured.py)
+    shutil.copytree(ROOT / "data" / "measured", work / "data" / "measured")
     for name in ("Makefile", "requirements.lock", "requirements-lab.lock", "pyproject.toml"):
         shutil.copy2(ROOT / name, work / name)
     (work / ".venv").symlink_to(ROOT / ".venv")

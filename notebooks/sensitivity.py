@@ -307,7 +307,9 @@ row_i = 0
 for s in names:
     plan = sw.studies[s]
     for c, (_, r) in zip(plan.conclusions, rob[s].iterrows()):
-        breaks = ", ".join(esc(b) for b in r["breaks"]) or "--"
+        # a parameter's path may break after a dot: the column is narrow
+        breaks = ", ".join(esc(b) if b.startswith("joint ") else path_tex(b.rsplit(" ", 1)[0]) + " " + esc(b.rsplit(" ", 1)[1])
+                           for b in r["breaks"]) or "--"
         ec = eff[s][eff[s].conclusion == c.id]
         n_hold, n_set = int((ec["outcome"] == r["shipped_outcome"]).sum()), len(ec)
         text = [f"{s.upper()}: {esc(c.label)} ({claim_text(c)})",

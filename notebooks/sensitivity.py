@@ -300,8 +300,8 @@ def survives(plan, c, r, e):
 
 rag = r">{\raggedright\arraybackslash}"
 # at the body's size: the claim and the sign are in the conclusion's label and the ranges
-columns = [("conclusion", rag + "p{3.9cm}"), (r"as shipped, \%", "l"), (r"one at a time, \%", "l"),
-           (r"joint, \%", "l"), ("holds at", "l"), ("changed by", rag + "p{3.2cm}")]
+columns = [("conclusion", rag + "p{3.4cm}"), (r"as shipped, \%", "l"), (r"one at a time, \%", "l"),
+           (r"joint, \%", "l"), ("holds at", "l"), ("changed by", rag + "p{2.8cm}")]
 table_rows, cells, macros, effects_side = [], {}, {}, {}
 row_i = 0
 for s in names:
@@ -373,7 +373,7 @@ side = write_sidecar(out / "cells.json", {"table": "sensitivity", "data_hash": d
                                           "joint_points": sw.joint_points, "binaries": binaries, "cells": cells,
                                           "effects": effects_side})
 Table.from_rows(columns, table_rows, None, caption, "tab:sensitivity",
-                preamble=r"\setlength{\tabcolsep}{4pt}").write(
+                preamble=r"\setlength{\tabcolsep}{3pt}").write(
     out / "table.tex", sidecar=side, title="Robustness of the simulator's conclusions")
 macros["n"] = str(len(all_rob))
 macros["robust/n"] = str(int(all_rob["robust"].sum()))

@@ -77,9 +77,9 @@ def variants_table(studies: dict[str, dict]) -> Table:
     cols = [
         ("study", "l"),
         ("variant", "l"),
-        ("Xen: patches; settings", rag + "p{5.6cm}"),
-        ("guest or kernel", rag + "p{3.4cm}"),
-        ("simulator", rag + "p{2.8cm}"),
+        ("Xen: patches; settings", rag + "p{5.0cm}"),
+        ("guest or kernel", rag + "p{3.2cm}"),
+        ("simulator", rag + "p{2.6cm}"),
     ]
     rows = []
     for s, st in studies.items():
@@ -107,7 +107,7 @@ def variants_table(studies: dict[str, dict]) -> Table:
         r"boots or sets at run time, what it changes in the guest or the kernel, and the simulator's switches. "
         r"The records name what each run booted (Appendix~\ref{app:provenance})."
     )
-    return Table.from_rows(cols, rows[:-1], None, caption, "tab:variants")
+    return Table.from_rows(cols, rows[:-1], None, caption, "tab:variants", preamble=r"\setlength{\tabcolsep}{3pt}")
 
 
 def calibrated_values(study: dict, text: str) -> list[tuple[str, object, str]]:

@@ -449,7 +449,10 @@ class StudyTable:
         """This table as the table model (table_model.Table): the paper's LaTeX and the report's HTML."""
         self.latex(published)
         columns, rows, groups = self._parts
-        return Table.from_rows(columns, rows, groups, self.caption(), f"tab:{self.table_id}")
+        # narrower gaps between the columns, not a smaller font: the table prints at the body's size
+        return Table.from_rows(
+            columns, rows, groups, self.caption(), f"tab:{self.table_id}", preamble=r"\setlength{\tabcolsep}{3pt}"
+        )
 
     def _published(self, pub: dict, name: str, v: str, point: dict, relative: bool) -> str | None:
         """The published cell of a variant at a point: the seed's value, or (relative) its

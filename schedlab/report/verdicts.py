@@ -881,8 +881,8 @@ def write(
             ]
         Table.from_rows(
             [
-                ("the seed's claim", rag + "p{5.6cm}"),
-                ("verdict, its reason and the comparisons behind it", rag + "p{10.4cm}"),
+                ("the seed's claim", rag + "p{5.2cm}"),
+                ("verdict, its reason and the comparisons behind it", rag + "p{10.2cm}"),
             ],
             ev_rows,
             None,

@@ -300,8 +300,8 @@ def survives(plan, c, r, e):
 
 rag = r">{\raggedright\arraybackslash}"
 # at the body's size: the claim and the sign are in the conclusion's label and the ranges
-columns = [("conclusion", rag + "p{3.4cm}"), (r"as shipped, \%", "l"), (r"one at a time, \%", "l"),
-           (r"joint, \%", "l"), ("holds at", "l"), ("changed by", rag + "p{2.8cm}")]
+columns = [("conclusion", rag + "p{3.4cm}"), (r"as shipped, \%", rag + "p{1.6cm}"), (r"one at a time, \%", "l"),
+           (r"joint, \%", "l"), ("holds at", "l"), ("changed by", rag + "p{3.2cm}")]
 table_rows, cells, macros, effects_side = [], {}, {}, {}
 row_i = 0
 for s in names:

@@ -586,7 +586,7 @@ def generate(
             + "."
         )
         lines.append(
-            f"Hosts: {esc('; '.join(sorted(hosts)))}. Repository commit(s): \\texttt{{{esc(', '.join(sorted(commits)))}}}."
+            f"Hosts: {esc('; '.join(sorted(hosts)))}. {'Repository commit' if len(commits) == 1 else 'Repository commits'}: \\texttt{{{esc(', '.join(sorted(commits)))}}}."
         )
         lines.append(r"\begingroup\sloppy  % long command lines and hashes: no overfull lines")
         lines.append(r"\begin{itemize}")

@@ -796,7 +796,7 @@ def write(
     robust = robust or {}
     # The paper's table: one line per claim at body size; the reasons and comparisons behind each
     # verdict are the evidence tables' (one per testbed, in the appendix)
-    cols = [("claim", rag + "p{2.2cm}"), ("what is compared", rag + "p{4.4cm}")]
+    cols = [("claim", rag + "p{2.2cm}"), ("what is compared", rag + "p{4.6cm}")]
     for tb in testbeds:
         cols.append((f"{latex_escape(tb)}", rag + "p{2.5cm}"))
         if tb == "sim" and robust:
@@ -863,7 +863,7 @@ def write(
         {"table": "verdicts", "data_hash": data_hash, "testbeds": testbeds, "cells": cells},
     )
     # the paper's table and the report's page of it (table.html), from one table model
-    Table.from_rows(cols, table_rows, None, caption, "tab:verdicts").write(
+    Table.from_rows(cols, table_rows, None, caption, "tab:verdicts", preamble=r"\setlength{\tabcolsep}{4pt}").write(
         out / "table.tex", sidecar=side, title="Verdicts: each seed's claim against each testbed"
     )
     # the evidence behind the verdicts, one table per testbed (appendix)

@@ -307,9 +307,13 @@ row_i = 0
 for s in names:
     plan = sw.studies[s]
     for c, (_, r) in zip(plan.conclusions, rob[s].iterrows()):
-        # a parameter's path may break after a dot: the column is narrow
-        breaks = ", ".join(esc(b) if b.startswith("joint ") else path_tex(b.rsplit(" ", 1)[0]) + " " + esc(b.rsplit(" ", 1)[1])
-                           for b in r["breaks"]) or "--"
+        # a parameter's path may break after a dot: the column is narrow; more than two parameter ends
+        # are counted (the sidecar names each), so the table fits a page at the body's size
+        ends = [b for b in r["breaks"] if not b.startswith("joint ")]
+        joints = [esc(b) for b in r["breaks"] if b.startswith("joint ")]
+        named = ([path_tex(b.rsplit(" ", 1)[0]) + " " + esc(b.rsplit(" ", 1)[1]) for b in ends] if len(ends) <= 2
+                 else [f"{len(ends)} parameter ends"])
+        breaks = ", ".join(named + joints) or "--"
         ec = eff[s][eff[s].conclusion == c.id]
         n_hold, n_set = int((ec["outcome"] == r["shipped_outcome"]).sum()), len(ec)
         text = [f"{s.upper()}: {esc(c.label)} ({claim_text(c)})",

@@ -243,7 +243,7 @@ def span(a, b):
 
 
 def claim_text(c):
-    return f"equivalent within $\\pm${c.margin_pct:g}\\,\\%" if c.claim == "equivalent" else c.claim
+    return f"within $\\pm${c.margin_pct:g}\\,\\%" if c.claim == "equivalent" else c.claim
 
 
 # outcomes as words for the text's sentences (\sv{sensitivity/STUDY/ID/outcome-text}, .../survives)
@@ -361,11 +361,10 @@ n_runs = sum(len(r) for r in runs.values())
 data_hash = hashlib.sha256("".join(sorted(runs[s]["run_id"].str.cat(sep="\n") for s in names)).encode()).hexdigest()
 caption = (
     r"Sensitivity of the sim's conclusions to its uncalibrated workload parameters over the ranges in "
-    r"\texttt{config/\allowbreak{}sensitivity.yaml} (calibrated parameters held at their shipped values). "
+    r"\texttt{config/\allowbreak{}sensitivity.yaml}. "
     rf"Each setting: {sw.seeds} seeds per variant and point; one at a time: each swept parameter at the "
     rf"low and the high end of its range, the others shipped; joint: {sw.joint_points} Latin-hypercube "
-    r"points over all of a study's swept parameters. Effect: the variant's mean against the reference's, "
-    r"in \% of the reference. Outcome: significant higher/lower (Welch's $t$), or for a claimed absence "
+    r"points over all of a study's swept parameters. Outcome: significant higher/lower (Welch's $t$), or for a claimed absence "
     r"of difference equivalent (TOST) within the margin, beyond it, or unresolved; Holm-adjusted across a "
     rf"study's conclusions at each setting, at {sw.confidence:g}\,\%. Holds at: the settings (shipped, one "
     r"at a time and joint) that give the shipped outcome, ``all'' where every one does (robust); ``changed "

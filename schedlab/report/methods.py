@@ -90,7 +90,11 @@ def variants_table(studies: dict[str, dict]) -> Table:
             xs += [f"\\texttt{{{esc(k)}={esc(str(b))}}} (run time)" for k, b in (xen.get("sched_credit") or {}).items()]
             guest = [f"{esc(k)} \\texttt{{{esc(str(g))}}}" for k, g in (v.get("kernel") or {}).items()]
             guest += [f"{esc(k)} \\texttt{{{esc(str(g))}}}" for k, g in (v.get("guest") or {}).items()]
-            sim = [f"{esc(k)}=\\texttt{{{esc(str(x))}}}" for k, x in sorted((v.get("sim") or {}).items())]
+            # a long key may break after an underscore: the column is narrow
+            sim = [
+                esc(k).replace("\\_", "\\_\\allowbreak{}") + f"=\\texttt{{{esc(str(x))}}}"
+                for k, x in sorted((v.get("sim") or {}).items())
+            ]
             name = f"\\texttt{{{esc(n)}}}" + (" (baseline)" if n == st["baseline"] else "")
             rows.append(
                 [

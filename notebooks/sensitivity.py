@@ -360,15 +360,11 @@ all_rob = pd.concat(rob.values())
 n_runs = sum(len(r) for r in runs.values())
 data_hash = hashlib.sha256("".join(sorted(runs[s]["run_id"].str.cat(sep="\n") for s in names)).encode()).hexdigest()
 caption = (
-    r"Sensitivity of the sim's conclusions to its uncalibrated workload parameters over the ranges in "
-    r"\texttt{config/\allowbreak{}sensitivity.yaml}. "
-    rf"Each setting: {sw.seeds} seeds per variant and point; one at a time: each swept parameter at the "
-    rf"low and the high end of its range, the others shipped; joint: {sw.joint_points} Latin-hypercube "
-    r"points over all of a study's swept parameters. Outcome: significant higher/lower (Welch's $t$), or for a claimed absence "
-    r"of difference equivalent (TOST) within the margin, beyond it, or unresolved; Holm-adjusted across a "
-    rf"study's conclusions at each setting, at {sw.confidence:g}\,\%. Holds at: the settings (shipped, one "
-    r"at a time and joint) that give the shipped outcome, ``all'' where every one does (robust); ``changed "
-    r"by'' names the parameter ends and the joint points that do not. "
+    r"Sensitivity of the simulator's conclusions to its uncalibrated workload parameters (the settings, "
+    r"outcomes and Holm families as Appendix~\ref{app:sensitivity} describes; "
+    rf"{sw.seeds} seeds per variant and point, {sw.joint_points} joint points): the effect in \% of the "
+    r"reference and its outcome at the shipped setting, the effect's range one at a time and jointly, the "
+    r"settings that give the shipped outcome (``all'': robust) and what changes it. "
     r"Regenerate: \texttt{snakemake -c1 paper/generated/sensitivity/table.tex}; "
     rf"{n_runs} runs, \texttt{{sha256:{data_hash[:16]}}}."
 )

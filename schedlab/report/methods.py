@@ -92,7 +92,7 @@ def variants_table(studies: dict[str, dict]) -> Table:
             guest += [f"{esc(k)} \\texttt{{{esc(str(g))}}}" for k, g in (v.get("guest") or {}).items()]
             # a long key may break after an underscore: the column is narrow
             sim = [
-                esc(k).replace("\\_", "\\_\\allowbreak{}") + f"=\\texttt{{{esc(str(x))}}}"
+                esc(k).replace("\\_", "\\_\\allowbreak{}") + f"=\\allowbreak\\texttt{{{esc(str(x))}}}"
                 for k, x in sorted((v.get("sim") or {}).items())
             ]
             name = f"\\texttt{{{esc(n)}}}" + (" (baseline)" if n == st["baseline"] else "")

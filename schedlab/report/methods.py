@@ -562,7 +562,7 @@ def generate(
                 "; this build measured it."
                 if tb in measured
                 else f"; this build re-derived its tables from the raw records shipped in \\texttt{{data/raw/{tb}}}"
-                f" (\\texttt{{make paper MEASURE={tb}}} measures them again)."
+                f" (\\texttt{{make paper MEASURE=sim,{tb}}} measures them again)."
             )
             + (" " + TESTBED_NOTES[tb] if tb in TESTBED_NOTES else "")
             + " Its builds, command lines, hosts and hashes are in Appendix~\\ref{app:provenance}."

@@ -211,10 +211,10 @@ def judge(e: Evidence) -> tuple[str, str]:
             return REPRODUCED, f"published {fmt_signed(e.published)}\\,\\% inside {iv}"
         return DIRECTION, f"published {fmt_signed(e.published)}\\,\\% outside {iv}"
     if e.published is not None and not _inside(e.published, e.low, e.high):
-        return NOT, f"not significant, and the published {fmt_signed(e.published)}\\,\\% lies outside {iv}"
+        return NOT, f"no detectable difference, and the published {fmt_signed(e.published)}\\,\\% lies outside {iv}"
     if e.published is not None:
         return UNTESTABLE, f"interval {iv} holds both 0 and the published {fmt_signed(e.published)}\\,\\%"
-    return UNTESTABLE, f"not significant, interval {iv}"
+    return UNTESTABLE, f"no detectable difference, interval {iv}"
 
 
 def _judge_exact(e: Evidence) -> tuple[str, str]:

@@ -257,7 +257,7 @@ def records_table(data_dir: Path, studies: dict[str, dict], testbeds: list[str])
             ("testbed", "l"),
             ("study", "l"),
             ("records", "r"),
-            ("used", "l"),
+            ("current design", "l"),
             ("not used, why", rag + "p{5.2cm}"),
             ("hours", "r"),
             ("MB", "r"),

@@ -437,6 +437,8 @@ class StudyContext:
             out[f"sig/{key}"] = (
                 "exact: the runs do not vary"
                 if c.get("test") == "exact"
+                else "untestable: too few units"
+                if c.get("test") == "untestable"
                 else "significant"
                 if c["significant"]
                 else "no detectable difference"

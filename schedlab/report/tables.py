@@ -626,8 +626,9 @@ class StudyTable:
         cmp = self.cmp
         n_cmp = int(np.isfinite(cmp["p"].to_numpy(float)).sum()) if len(cmp) else 0
         tests = [t for t in TEST_TEXT if (cmp["test"] == t).any()]
-        adjusted = cmp[cmp["interval"] != "ministat"]
-        how = "; ".join(TEST_TEXT[t] for t in tests if t != "student")
+        # rows with an interval (an untestable or exact row has none)
+        adjusted = cmp[(cmp["interval"] != "ministat") & np.isfinite(cmp["ci_level"].to_numpy(float))]
+        how = "; ".join(TEST_TEXT[t] for t in tests if t not in ("student", "untestable", "exact"))
         text = r"$\Delta$\,\%: difference from the baseline variant in \% of its mean"
         if len(adjusted):
             lo, hi = adjusted["ci_level"].min(), adjusted["ci_level"].max()
@@ -639,6 +640,8 @@ class StudyTable:
         text += (
             f". $^{{*}}$: significant at {self.confidence:g}\\,\\% after Holm--Bonferroni over the "
             f"{n_cmp} comparisons of this table"
+            if n_cmp
+            else ". No comparison of this table can be tested yet"
         )
         if self.margin_pct:
             text += (

@@ -178,10 +178,12 @@ rule report_items:
             *rules.sensitivity.output,
             *rules.verdicts.output,
         ],
-        # tables of the validation written as LaTeX only (a kill matrix), when present
+        # tables of the validation written as LaTeX only (a kill matrix), when present; not
+        # their macros (kill-macros.tex holds no table)
         lambda wc: [
             str(p.with_suffix(".html"))
             for p in sorted(Path("paper/generated/validation").glob("kill*.tex"))
+            if not p.stem.endswith("-macros")
         ],
 
 

@@ -782,8 +782,9 @@ def write(
     all_testbeds: list[str] | None = None,
     measured: list[str] | None = None,
     robust: dict[str, Robustness] | None = None,
+    out: Path | None = None,
 ) -> dict:
-    out = paper_dir / "generated" / "verdicts"
+    out = Path(out) if out else paper_dir / "generated" / "verdicts"
     out.mkdir(parents=True, exist_ok=True)
     hashes = []
     for s, tb in sorted(pairs):
@@ -945,6 +946,7 @@ def main(argv=None) -> int:
     p.add_argument("--measured", action="append", default=None, metavar="TESTBED")
     p.add_argument("--sensitivity", metavar="CELLS", help="the sensitivity sidecar (its per-setting effects)")
     p.add_argument("--sensitivity-config", metavar="YAML", help="the sweep's configuration (its conclusions)")
+    p.add_argument("--out-dir", metavar="DIR", help="where to write (default PAPER/generated/verdicts)")
     a = p.parse_args(argv)
     try:
         pairs = []
@@ -967,7 +969,7 @@ def main(argv=None) -> int:
         robust = None
         if a.sensitivity:
             robust = _read_robustness(rows, studies, Path(a.sensitivity), a.sensitivity_config, a.studies_dir)
-        write(rows, studies, a.testbed, pairs, Path(a.paper_dir), all_tbs, a.measured, robust)
+        write(rows, studies, a.testbed, pairs, Path(a.paper_dir), all_tbs, a.measured, robust, a.out_dir)
     except (VerdictError, config.ConfigError, SensitivityError) as e:
         print(f"verdicts: {e}", file=sys.stderr)
         return 2

@@ -81,6 +81,7 @@ rule paper:
         "paper/generated/resources.tex",
         rules.sections.output,
         rules.verdicts.output,
+        rules.verdicts_sweep.output,
         "paper/generated/agreement/table.tex",
         "paper/generated/agreement/macros.tex",
         "paper/generated/agreement/testbeds.tex",

@@ -34,6 +34,7 @@ from scipy.stats import binomtest
 
 from schedlab import config, stats
 from schedlab.report.notebook import T_ERRORBARS, StudyContext, ratio_method_text, t_errorbar
+from schedlab.report.tables import of_n
 
 sns.set_theme(style="whitegrid", context="paper")
 ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
@@ -155,7 +156,7 @@ for name, key in (("ppy", f"yield-ppy/yield/{pid_top}"), ("cost", f"cost/yield/{
             macros[f"decision/{name}/{part}"] = ctx.check_macros[f"check/{key}/throughput/{part}"]
 ppy_rows = [c for c in ctx.checks.values() if c["check"] == "yield-ppy"]
 if ppy_rows:
-    macros["decision/ppy/neq"] = f"{sum(bool(c['equivalent']) for c in ppy_rows)} of {len(ppy_rows)}"
+    macros["decision/ppy/neq"] = of_n(sum(bool(c["equivalent"]) for c in ppy_rows), len(ppy_rows))
     macros["decision/ppy/range"] = (f"{min(c['value'] for c in ppy_rows):.1f} to {max(c['value'] for c in ppy_rows):.1f}"
                                     .replace("-", "$-$"))
 macros["decision/margin-ppy"] = f"{margins['yield-ppy']:g}"

@@ -60,8 +60,10 @@ axes[1].set_yscale("log")
 axes[1].set_ylabel("latency (µs, log)")
 for a in axes:
     a.set_xlabel("")
-    a.legend(title=None, fontsize=7)
-fig.tight_layout()
+    a.get_legend().remove()
+# one legend below the panels, clear of the bars
+fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncols=2, fontsize=7, frameon=False)
+fig.tight_layout(rect=(0, 0.1, 1, 1))
 ctx.save_figure(fig, "The I/O VM's throughput and latency, alone and co-run with a CPU-bound VM on its pCPU, "
                 "with the pre-4.7 (bug) and the fixed wake path; latency on a log scale", T_ERRORBARS)
 

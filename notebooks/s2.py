@@ -33,7 +33,7 @@ import numpy as np
 import seaborn as sns
 
 from schedlab.report.notebook import StudyContext, interval_yerr, plot_limits
-from schedlab.report.tables import fmt_signed
+from schedlab.report.tables import fmt_signed_ci
 
 sns.set_theme(style="whitegrid", context="paper")
 ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
@@ -80,7 +80,7 @@ ctx.save_figure(fig, "Difference of PV ticketlocks from plain ticket locks, in \
 # %%
 macros = {}
 for _, c in cmp.iterrows():
-    macros[f"pct/{c['metric']}/{ctx.axes[0]}-{c[ctx.axes[0]]}"] = fmt_signed(c["pct"])
+    macros[f"pct/{c['metric']}/{ctx.axes[0]}-{c[ctx.axes[0]]}"] = fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"])
 macros
 
 # %% [markdown]

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from schedlab.report.notebook import T_ERRORBARS, StudyContext, t_errorbar
-from schedlab.report.tables import fmt_signed
+from schedlab.report.tables import fmt_signed_ci
 
 sns.set_theme(style="whitegrid", context="paper")
 ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
@@ -58,7 +58,10 @@ if "migrations_per_kunit" in runs and runs["migrations_per_kunit"].notna().any()
     panels.append(("migrations_per_kunit", "migrations per 1000 units"))
 fig, axes = plt.subplots(1, len(panels), figsize=(3 * len(panels), 2.4))
 for a, (col, label) in zip(axes, panels):
-    sns.pointplot(data=runs, x="delay_us", y=col, errorbar=t_errorbar(), ax=a, markersize=3, linewidth=1)
+    # the delay on a true scale (its values are not evenly spaced), the rates from zero
+    sns.pointplot(data=runs, x="delay_us", y=col, errorbar=t_errorbar(), ax=a, markersize=3, linewidth=1,
+                  native_scale=True)
+    a.set_ylim(bottom=0)
     a.set_ylabel(label)
     a.set_xlabel("migration delay (µs)")
 fig.tight_layout()
@@ -67,7 +70,7 @@ ctx.save_figure(fig, f"S3: {what} against the migration delay", T_ERRORBARS)
 
 # %%
 cmp = ctx.comparisons
-macros = {f"pct/{c['metric']}/{c['variant']}": fmt_signed(c["pct"]) for _, c in cmp.iterrows()}
+macros = {f"pct/{c['metric']}/{c['variant']}": fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"]) for _, c in cmp.iterrows()}
 macros
 
 # %%

@@ -33,7 +33,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from schedlab.report.notebook import T_ERRORBARS, StudyContext, t_errorbar
-from schedlab.report.tables import fmt_signed
+from schedlab.report.tables import fmt_signed_ci
 
 sns.set_theme(style="whitegrid", context="paper")
 ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
@@ -59,13 +59,15 @@ for ax, m in zip(axes, metrics):
     ax.set_xlabel("VMs")
     label = ctx.metric(m)["label"].split(" (")[0]
     ax.set_ylabel(f"{label} ({ctx.metric(m).get('unit', '')})", fontsize=7)
-    ax.legend(title=None, fontsize=6)
-fig.tight_layout()
+    ax.get_legend().remove()
+# one legend below the panels, clear of the bars
+fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncols=3, fontsize=7, frameon=False)
+fig.tight_layout(rect=(0, 0.1, 1, 1))
 ctx.save_figure(fig, "Each benchmark per placement policy and number of VMs", T_ERRORBARS)
 
 # %%
 cmp = ctx.comparisons
-macros = {f"pct/{c['metric']}/{c['variant']}/vms-{c['vms']}": fmt_signed(c["pct"]) for _, c in cmp.iterrows()}
+macros = {f"pct/{c['metric']}/{c['variant']}/vms-{c['vms']}": fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"]) for _, c in cmp.iterrows()}
 # Where the vCPUs ran (testbeds that trace the hypervisor): mean share of run time on the
 # home node per variant and point, the number the text quotes beside the comparisons.
 if "home_share" in runs:

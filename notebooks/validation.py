@@ -151,7 +151,9 @@ ax.plot([], [], "o", color="grey", mfc="none", label="not counted")
 ax.set(xscale="log", yscale="log", xlim=(floor, top), ylim=(floor, top),
        xlabel="qemu (real credit1): mean rate over boots, interval", ylabel="sim: mean rate over seeds, interval",
        title="Rates per scheduler event and per 30 ms period")  # fmt: skip
-ax.legend(fontsize=6, loc="upper left", ncol=2)
+# the legend beside the axes, clear of the data
+ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
+fig.set_size_inches(8.4, 5.2)
 fig.tight_layout()
 fig.savefig(root / out_dir / "figure.pdf")
 fig.savefig(root / out_dir / "figure.png", dpi=150)

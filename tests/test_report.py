@@ -201,6 +201,9 @@ def test_agreement_verdicts_use_the_interval():
     assert agreement.verdict(5.0, 3.0, math.nan, math.nan, False) == "same direction"  # no interval
     assert agreement.verdict(1.2, 1.1, math.nan, math.nan, True) == "same direction"
     assert agreement.verdict(1.2, math.nan, 0, 1, False) == "--"
+    # an exact 0.0 (a deterministic point) has no direction: never "same direction" or "opposite"
+    assert agreement.verdict(5.0, 0.0, 0.0, 0.0, False) == agreement.NO_DIFFERENCE
+    assert agreement.verdict(5.0, 0.0, math.nan, math.nan, False) == agreement.NO_DIFFERENCE
     a = {"value": 4.0, "significant": True}
     assert agreement.cross_verdict(a, {"value": 2.0, "significant": True}) == "same direction"
     assert agreement.cross_verdict(a, {"value": -2.0, "significant": True}) == "opposite"

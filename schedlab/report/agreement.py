@@ -120,6 +120,8 @@ def verdict(pub: float, ours: float, low, high, ratio: bool) -> str:
             return INSIDE
         if lo <= centre <= hi:
             return NO_DIFFERENCE
+    if ours == centre and pub != centre:
+        return NO_DIFFERENCE  # an exact no-difference has no direction to set beside the published one
     same_sign = (pub - centre) * (ours - centre) > 0 or pub == ours == centre
     return "same direction" if same_sign else "opposite"
 

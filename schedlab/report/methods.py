@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -20,7 +21,8 @@ import numpy as np
 from schedlab import config
 from schedlab.core.files import atomic_write
 from schedlab.report import data as rdata
-from schedlab.report.tables import display_title
+from schedlab.report.table_model import Table
+from schedlab.report.tables import display_title, runs_text
 from schedlab.report.tables import latex_escape as esc
 
 DETECT_PCT = 5.0  # the effect size the power analysis asks each study to detect
@@ -52,6 +54,288 @@ def _variant_line(name: str, v: dict) -> str:
     if v.get("sim"):
         parts.append("sim " + ", ".join(f"{esc(k)}=\\texttt{{{esc(str(s))}}}" for k, s in sorted(v["sim"].items())))
     return f"\\texttt{{{esc(name)}}}: " + "; ".join(parts)
+
+
+def booted_text(booted: dict[str, list[str]]) -> str:
+    """What the variants booted, each different boot once with the variants that booted it (not
+    one command line per variant when they share it)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for v, ds in booted.items():
+        groups.setdefault(tuple(ds), []).append(v)
+    if len(groups) == 1:
+        (ds,) = groups
+        return ("every variant " if len(booted) > 1 else "") + ", ".join(esc(d) for d in ds)
+    return "; ".join(
+        _and([f"\\texttt{{{esc(v)}}}" for v in vs]) + ": " + ", ".join(esc(d) for d in ds) for ds, vs in groups.items()
+    )
+
+
+def variants_table(studies: dict[str, dict]) -> Table:
+    """Every study's variants in one table: what each changes in Xen, the guest or kernel, and
+    the simulator (from the study files; the appendix's prose names them only)."""
+    rag = r">{\raggedright\arraybackslash}"
+    cols = [
+        ("study", "l"),
+        ("variant", "l"),
+        ("Xen: patches; settings", rag + "p{5.0cm}"),
+        ("guest or kernel", rag + "p{3.2cm}"),
+        ("simulator", rag + "p{2.6cm}"),
+    ]
+    rows = []
+    for s, st in studies.items():
+        for i, (n, v) in enumerate(st["variants"].items()):
+            xen = v.get("xen", {})
+            xs = [f"\\texttt{{{esc(xen.get('patches', 'stock'))}}}"]
+            xs += [f"\\texttt{{{esc(k)}={esc(str(b))}}}" for k, b in (xen.get("boot") or {}).items()]
+            xs += [f"\\texttt{{{esc(k)}={esc(str(b))}}} (run time)" for k, b in (xen.get("sched_credit") or {}).items()]
+            guest = [f"{esc(k)} \\texttt{{{esc(str(g))}}}" for k, g in (v.get("kernel") or {}).items()]
+            guest += [f"{esc(k)} \\texttt{{{esc(str(g))}}}" for k, g in (v.get("guest") or {}).items()]
+            # a long key may break after an underscore: the column is narrow
+            sim = [
+                esc(k).replace("\\_", "\\_\\allowbreak{}") + f"=\\allowbreak\\texttt{{{esc(str(x))}}}"
+                for k, x in sorted((v.get("sim") or {}).items())
+            ]
+            name = f"\\texttt{{{esc(n)}}}" + (" (baseline)" if n == st["baseline"] else "")
+            rows.append(
+                [
+                    study_label(s) if i == 0 else "",
+                    name,
+                    "; ".join(xs),
+                    ", ".join(guest) or "--",
+                    ", ".join(sim) or "--",
+                ]
+            )
+        rows.append(None)
+    caption = (
+        r"Every study's variants, from the study files: the Xen patch series each builds and the settings it "
+        r"boots or sets at run time, what it changes in the guest or the kernel, and the simulator's switches. "
+        r"The records name what each run booted (Appendix~\ref{app:provenance})."
+    )
+    return Table.from_rows(cols, rows[:-1], None, caption, "tab:variants", preamble=r"\setlength{\tabcolsep}{3pt}")
+
+
+def calibrated_values(study: dict, text: str) -> list[tuple[str, object, str]]:
+    """The sim model's calibrated values in a study file: (dotted path, value, the comment that
+    says what it was fitted to), from its lines marked CALIBRATED (a key on the line; the key
+    before the word when the line holds several)."""
+    import yaml
+
+    data = yaml.safe_load(text) or {}
+    lines = text.splitlines()
+    out = []
+    for i, ln in enumerate(lines):
+        code, _, comment = ln.partition("#")
+        if "CALIBRATED" not in comment or not code.strip():
+            continue
+        keys = re.findall(r"([A-Za-z_]\w*):", code)
+        named = re.search(r"(\w+) CALIBRATED", comment)
+        key = named.group(1) if named and named.group(1) in keys else keys[0]
+        indent = len(code) - len(code.lstrip())
+        # a flow mapping opened on this line (`kind: {..., key: v}`): its key encloses the value
+        first = re.match(r"\s*([A-Za-z_]\w*):\s*\{", code)
+        path = [first.group(1), key] if first and first.group(1) != key else [key]
+        level = indent
+        for up in range(i - 1, -1, -1):
+            c = lines[up].partition("#")[0]
+            m = re.match(r"(\s*)([A-Za-z_]\w*):", c)
+            if m and len(m.group(1)) < level:
+                path.insert(0, m.group(2))
+                level = len(m.group(1))
+                if level == 0:
+                    break
+        value = data
+        for k in path:
+            value = value.get(k) if isinstance(value, dict) else None
+        if isinstance(value, dict):
+            value = value.get("mean", value)
+        why = comment.strip().split("CALIBRATED", 1)[1].strip(" :")
+        for nxt in lines[i + 1 :]:  # a comment continued on the lines below (comment only)
+            code_n, _, more = nxt.partition("#")
+            if code_n.strip() or not more.strip():
+                break
+            why += " " + more.strip()
+        out.append((".".join(path).removeprefix("sim_workload."), value, why))
+    return out
+
+
+def calibrated_table(studies: dict[str, dict], studies_dir: Path) -> Table:
+    """Every value of the simulator's model fitted to a measurement: the study, the parameter,
+    its value and what it was fitted to, from the study files' CALIBRATED marks."""
+    rag = r">{\raggedright\arraybackslash}"
+    rows = []
+    for s, st in studies.items():
+        path = Path(studies_dir) / f"{s}.yaml"
+        for key, value, why in calibrated_values(st, path.read_text()):
+            rows.append([study_label(s), f"\\texttt{{{esc(key)}}}", esc(str(value)), esc(why)])
+    caption = (
+        r"Every calibrated value of the simulator's model (its path in the study file's \texttt{sim\_workload}), "
+        r"from the study files' \texttt{CALIBRATED} marks: "
+        r"each was fitted on one point of its study's baseline (marked in the study tables), the only point "
+        r"where agreement with the seed is by construction. Every other workload parameter is an estimate "
+        r"with its reason in the study file, swept in Appendix~\ref{app:sensitivity}."
+    )
+    return Table.from_rows(
+        [("study", "l"), ("parameter", "l"), ("value", "l"), ("fitted on", rag + "p{7.4cm}")],
+        rows,
+        None,
+        caption,
+        "tab:calibrated",
+    )
+
+
+def records_table(data_dir: Path, studies: dict[str, dict], testbeds: list[str]) -> Table:
+    """Every raw record on disk per testbed and study: how many the paper uses (and in how many
+    boots, where the boot is the unit), how many it does not and why (records.why_not_used: made
+    before the design was registered, from a dirty checkout, superseded, exploratory; or of
+    another definition of the study), the measuring time they took and the disk they fill."""
+    from schedlab import records, store
+
+    reasons = {
+        "made before its design was registered": "before registration",
+        "made from a checkout with uncommitted changes (exploratory)": "dirty tree",
+        "superseded: the design changed after it was made": "superseded",
+        "exploratory": "exploratory",
+    }
+    rows = []
+    for tb in testbeds:
+        for s, st in studies.items():
+            if tb not in st["testbeds"]:
+                continue
+            folder = store.raw_dir(Path(data_dir), tb, s)
+            if not folder.is_dir():
+                continue
+            want = records.current_definitions(st, tb)
+            dhash = config.design_hash(st, tb)
+            n = used = other = failed = 0
+            boots, why, hours, size = set(), {}, 0.0, 0
+            for path in store.iter_records(folder):
+                rec = store.read_record(path)
+                n += 1
+                size += path.stat().st_size
+                hours += float(rec.get("duration_s") or 0) / 3600
+                if rec.get("status") != "ok":
+                    failed += 1
+                elif rec.get("definition_hash") not in want:
+                    other += 1
+                else:
+                    w = records.why_not_used(rec, st, tb, dhash)
+                    if w:
+                        why[reasons.get(w, w)] = why.get(reasons.get(w, w), 0) + 1
+                    else:
+                        used += 1
+                        boots.add(records.boot_of(rec) or rec["run_id"])
+            per_boot = config.testbed_settings(st, tb)["unit"] == "boot"
+            not_used = [f"{k} {why[k]}" for k in sorted(why)]
+            if other:
+                not_used.append(f"other definition {other}")
+            if failed:
+                not_used.append(f"failed {failed}")
+            rows.append(
+                [
+                    esc(tb),
+                    study_label(s),
+                    str(n),
+                    f"{used} ({len(boots)} boots)" if per_boot else str(used),
+                    esc(", ".join(not_used)) or "--",
+                    f"{hours:.1f}" if hours >= 0.1 else "<0.1",
+                    f"{size / 1e6:.1f}",
+                ]
+            )
+    rag = r">{\raggedright\arraybackslash}"
+    caption = (
+        r"Every raw record shipped in \texttt{data/raw}, per testbed and study: how many stand for the study's "
+        r"current registered design (the tables take each cell's runs from one build, the one with the most "
+        r"runs; on qemu, counted also in boots, the unit), how many do not and why (made before the study's "
+        r"design was registered, from a checkout with uncommitted changes, superseded by a later design, "
+        r"exploratory, of another definition of the study, or failed; kept, never deleted, and listed run by "
+        r"run in each study's manifest, \texttt{data/runs/TESTBED/STUDY/all.json}, field \texttt{not\_used}), "
+        r"the hours of measuring they took (each run's own duration, boots and builds not included) and their "
+        r"size on disk."
+    )
+    return Table.from_rows(
+        [
+            ("testbed", "l"),
+            ("study", "l"),
+            ("records", "r"),
+            ("current design", "l"),
+            ("not used, why", rag + "p{5.2cm}"),
+            ("hours", "r"),
+            ("MB", "r"),
+        ],
+        rows,
+        None,
+        caption,
+        "tab:records",
+    )
+
+
+def _size(path: Path) -> int:
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+
+
+def resources_table(data_dir: Path, paper_dir: Path, measure_hours: float) -> Table:
+    """What each stage of `make paper` cost in the build that made these files, from Snakemake's
+    benchmark files (data/benchmarks/STAGE/...: wall and CPU seconds, peak memory), the disk its
+    outputs fill, and the qemu measuring the shipped records took (their runs' own durations)."""
+    import csv
+
+    data_dir, paper_dir = Path(data_dir), Path(paper_dir)
+    stages = [
+        ("sim runs", "sim", [data_dir / "raw" / "sim"]),
+        ("sensitivity sweep", "sensitivity", [data_dir / "raw" / "sensitivity"]),
+        ("validation and its mutants", "validation", []),
+        ("notebooks (tables, figures)", "notebooks", [paper_dir / "generated"]),
+        ("qemu tables from shipped records", "qemu", []),
+    ]
+    rows = []
+    for name, folder, disks in stages:
+        wall = rss = 0.0
+        for f in (data_dir / "benchmarks" / folder).rglob("*.tsv"):
+            with f.open() as fh:
+                for r in csv.DictReader(fh, delimiter="\t"):
+                    try:
+                        wall += float(r["s"])
+                        rss = max(rss, float(r.get("max_rss") or 0))
+                    except (KeyError, ValueError):
+                        continue
+        if not wall:
+            continue
+        disk = sum(_size(d) for d in disks)
+        rows.append(
+            [
+                esc(name),
+                f"{wall / 60:.0f}" if wall >= 60 else "<1",
+                f"{rss:.0f}",
+                f"{disk / 1e6:.0f}" if disk else "--",
+            ]
+        )
+    rows.append(
+        [
+            r"qemu measurement (\texttt{MEASURE=sim,qemu})",
+            f"{measure_hours * 60:.0f}",
+            "--",
+            f"{_size(data_dir / 'raw' / 'qemu') / 1e6:.0f}",
+        ]
+    )
+    caption = (
+        r"What each stage of \texttt{make paper} cost in the build that made this PDF, from Snakemake's "
+        r"benchmark files (\texttt{data/benchmarks/}): minutes of wall time summed over the "
+        rf"stage's jobs (the workflow runs them on all cores, {os.cpu_count()} on the machine that built this, "
+        r"so the build takes less), the largest "
+        r"job's peak memory, and the disk its outputs fill. Last row: the minutes the "
+        r"shipped qemu records took to measure (each run's own duration; boots and image builds not "
+        r"included), measured with one QEMU at a time on two host cores, and their size."
+    )
+    return Table.from_rows(
+        [("stage", "l"), ("wall, min", "r"), ("peak memory, MB", "r"), ("disk, MB", "r")],
+        rows,
+        None,
+        caption,
+        "tab:resources",
+    )
 
 
 def _and(items: list[str]) -> str:
@@ -119,7 +403,9 @@ TESTBED_NOTES = {
         r"is busy too (\texttt{benchmarks/qemu\_clock.py} measures the factor) "
         r"(each study's entry below says why its mode suits its comparisons). Either way absolute "
         r"numbers (Mbit/s, lock operations per second, benchmark seconds) are not those of a "
-        r"machine and only the directions and relative sizes of differences carry over. Each run records "
+        r"machine; the direction of a difference in what the scheduler decides (BOOSTs, migrations, "
+        r"where a vCPU ran) is the testbed's result, and whether any size carries over to hardware is "
+        r"untested. Each run records "
         r"the development machine's load average (later runs also the CPU time its own hypervisor stole); "
         r"the ranges are given per study in the appendix."
     ),
@@ -276,7 +562,7 @@ def generate(
                 "; this build measured it."
                 if tb in measured
                 else f"; this build re-derived its tables from the raw records shipped in \\texttt{{data/raw/{tb}}}"
-                f" (\\texttt{{make paper MEASURE={tb}}} measures them again)."
+                f" (\\texttt{{make paper MEASURE=sim,{tb}}} measures them again)."
             )
             + (" " + TESTBED_NOTES[tb] if tb in TESTBED_NOTES else "")
             + " Its builds, command lines, hosts and hashes are in Appendix~\\ref{app:provenance}."
@@ -304,7 +590,7 @@ def generate(
             + "."
         )
         lines.append(
-            f"Hosts: {esc('; '.join(sorted(hosts)))}. Repository commit(s): \\texttt{{{esc(', '.join(sorted(commits)))}}}."
+            f"Hosts: {esc('; '.join(sorted(hosts)))}. {'Repository commit' if len(commits) == 1 else 'Repository commits'}: \\texttt{{{esc(', '.join(sorted(commits)))}}}."
         )
         lines.append(r"\begingroup\sloppy  % long command lines and hashes: no overfull lines")
         lines.append(r"\begin{itemize}")
@@ -323,7 +609,7 @@ def generate(
                 + "; ".join(
                     f"{esc(a)} $\\in$ \\{{{', '.join(esc(str(v)) for v in vals)}\\}}" for a, vals in ts["axes"].items()
                 )
-                + f". {ts['runs']} measured runs per point after {ts['warmup']} discarded warm-up run(s); "
+                + f". {runs_text(ts['runs'], ts['warmup'])}; "
                 f"{prov['n_runs']} measured runs in all, run order seeded and interleaved (plan seed {prov['plan_seed']}); "
                 + (
                     "one fresh boot per round with every variant in it, analysed paired by round; "
@@ -331,8 +617,8 @@ def generate(
                     else ""
                 )
                 + f"run seeds derived from the base seed {base_seed} (range {min(seeds)}--{max(seeds)}). "
-                f"Variants, against \\texttt{{{esc(st['baseline'])}}}: "
-                + "; ".join(_variant_line(n, v) for n, v in st["variants"].items() if n in ts["variants"])
+                f"Variants (Table~\\ref{{tab:variants}}), against \\texttt{{{esc(st['baseline'])}}}: "
+                + ", ".join(f"\\texttt{{{esc(n)}}}" for n in st["variants"] if n in ts["variants"])
                 + (
                     ""
                     if len(ts["variants"]) == len(st["variants"])
@@ -340,15 +626,7 @@ def generate(
                     + ", ".join(f"\\texttt{{{esc(n)}}}" for n in st["variants"] if n not in ts["variants"])
                 )
                 + f". Power: {power_text(st, tb, runs)}. Raw data \\texttt{{sha256:{side['data_hash'][:16]}}}."
-                + (
-                    ""
-                    if not prov["booted"]
-                    else " Booted, from the records: "
-                    + "; ".join(
-                        f"\\texttt{{{esc(v)}}}: " + ", ".join(esc(d) for d in ds) for v, ds in prov["booted"].items()
-                    )
-                    + "."
-                )
+                + ("" if not prov["booted"] else " Booted, from the records: " + booted_text(prov["booted"]) + ".")
                 + _time_mode_text(
                     ts["options"] if tb == "qemu" else None, (st["testbeds"].get(tb) or {}).get("time_mode_why")
                 )
@@ -358,6 +636,13 @@ def generate(
     body.append(statistics_text(tests_used))
     atomic_write(out / "methods.tex", "\n".join(body) + "\n")
     atomic_write(out / "provenance.tex", "\n".join(lines) + "\n")
+    variants_table(studies).write(out / "variants.tex", title="Every study's variants")
+    calibrated_table(studies, studies_dir).write(out / "calibrated.tex", title="The simulator's calibrated values")
+    all_tbs = list(dict.fromkeys(tb for st in studies.values() for tb in st["testbeds"]))
+    rec_table = records_table(data_dir, studies, all_tbs)
+    rec_table.write(out / "records.tex", title="Every raw record, used or not")
+    hours = sum(float(r[5].lstrip("<")) for r in rec_table.rows() if r and r[0] == "qemu")
+    resources_table(data_dir, paper_dir, hours).write(out / "resources.tex", title="What each stage costs")
 
     h = hashlib.sha256("".join(f"{t} {d}\n" for t, d in sorted(hashes)).encode()).hexdigest()
     atomic_write(

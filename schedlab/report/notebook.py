@@ -13,7 +13,15 @@ import pandas as pd
 from schedlab import config
 from schedlab.core.files import atomic_write
 from schedlab.report import data as rdata
-from schedlab.report.tables import StudyTable, fmt_bracket, fmt_delta, fmt_signed, latex_escape, metric_text
+from schedlab.report.tables import (
+    StudyTable,
+    fmt_bracket,
+    fmt_delta,
+    fmt_signed_ci,
+    latex_escape,
+    metric_text,
+    runs_text,
+)
 
 # stats.bootstrap_ratio_ci's `method`, as the text names it
 RATIO_METHODS = {
@@ -297,9 +305,9 @@ class StudyContext:
                 "runs": runs_of(c["variant"]),
                 "baseline_runs": runs_of(ref),
             }
-            macros[f"check/{key}/d"] = fmt_signed(c["pct"])
+            macros[f"check/{key}/d"] = fmt_signed_ci(c["pct"], c.get("pct_low"), c.get("pct_high"))
             macros[f"check/{key}/ci"] = fmt_bracket(c["pct_low"], c["pct_high"])
-            macros[f"check/{key}/sig"] = "significant" if c["significant"] else "not significant"
+            macros[f"check/{key}/sig"] = "significant" if c["significant"] else "no detectable difference"
             macros[f"check/{key}/p"] = f"{c['p_holm']:.2g}"
             if margin_pct:
                 macros[f"check/{key}/eq"] = (
@@ -342,6 +350,7 @@ class StudyContext:
         st = config.testbed_settings(self.study, self.testbed)
         out = {f"setup/points/{a}": _range(v) for a, v in st["axes"].items()}
         out["setup/runs"], out["setup/warmup"] = str(st["runs"]), str(st["warmup"])
+        out["setup/runs-text"] = runs_text(st["runs"], st["warmup"])
         out["setup/conf"] = f"{self.confidence:g}"
         for k, v in st["options"].items():
             if isinstance(v, (int, float, str)) and not isinstance(v, bool):
@@ -407,7 +416,7 @@ class StudyContext:
             # \sloppy: long unbreakable \texttt values (QEMU's version) must not run into the margin
             f"\\paragraph{{Setup as run ({tb}).}} {{\\sloppy Points: {axes}. Variants: {variants}; "
             f"baseline \\texttt{{{latex_escape(s['baseline'])}}}. "
-            f"{st['runs']} measured runs per point after {st['warmup']} discarded warm-up run(s), "
+            f"{runs_text(st['runs'], st['warmup'])}, "
             f"{prov['n_runs']} runs in all, in a seeded interleaved order (plan seed {prov['plan_seed']}). "
             f"Testbed: {tb_text}. Code: commit {', '.join(latex_escape(c) for c in prov['repo_commits'])}.\\par}}\n"
         )
@@ -423,9 +432,17 @@ class StudyContext:
         for _, c in cmp.iterrows():
             pid = config.point_id({a: c[a] for a in self.axes})
             key = f"{c['variant']}/{pid}/{c['metric']}"
-            out[f"d/{key}"] = fmt_signed(c["pct"])
+            out[f"d/{key}"] = fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"])
             out[f"ci/{key}"] = fmt_bracket(c["pct_low"], c["pct_high"])
-            out[f"sig/{key}"] = "significant" if c["significant"] else "not significant"
+            out[f"sig/{key}"] = (
+                "exact: the runs do not vary"
+                if c.get("test") == "exact"
+                else "untestable: too few units"
+                if c.get("test") == "untestable"
+                else "significant"
+                if c["significant"]
+                else "no detectable difference"
+            )
             out[f"p/{key}"] = f"{c['p_holm']:.2g}"
         return out
 

@@ -67,14 +67,19 @@ def render_tabular(columns, rows, groups=None) -> str:
 
 
 def latex_table(tabular: str, caption: str, label: str) -> str:
-    """A tabular as a floating table, shrunk to the line width when wider."""
+    """A tabular as a floating table at the body's size. One wider than the line is still shrunk to
+    fit, but LaTeX warns (`schedlab: table LABEL shrunk`), and the paper's tests fail on it: a wide
+    table is to be split or transposed, not printed below legibility."""
     return (
         r"\begin{table}[tbp]"
         "\n"
-        r"\centering\small"
+        r"\centering"
         "\n"
-        r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%"
-        "\n" + tabular + "}\n" + rf"\caption{{{caption}}}" + "\n" + rf"\label{{{label}}}" + "\n" + r"\end{table}" + "\n"
+        r"\sbox0{%"
+        "\n" + tabular + "}\n"
+        r"\ifdim\wd0>\linewidth\PackageWarning{schedlab}{table " + label + r" shrunk to the line width}"
+        r"\resizebox{\linewidth}{!}{\usebox0}\else\usebox0\fi"
+        "\n" + rf"\caption{{{caption}}}" + "\n" + rf"\label{{{label}}}" + "\n" + r"\end{table}" + "\n"
     )
 
 

@@ -84,6 +84,19 @@ def fmt_signed(x: float, decimals: int = 1) -> str:
     return s if float(s) == 0 else _signed(s if s.startswith("-") else "+" + s)
 
 
+def fmt_signed_ci(pct: float, low=None, high=None) -> str:
+    """A difference for the text to the precision its interval allows (two significant digits of
+    the interval's shorter half, as the tables print it; one decimal without an interval)."""
+    if not _finite(pct):
+        return "--"
+    widths = [w for w in (_num_or_nan(high) - pct, pct - _num_or_nan(low)) if math.isfinite(w) and w > 0]
+    return fmt_signed(pct, min(_decimals(min(widths)), 4) if widths else 1)
+
+
+def _num_or_nan(x) -> float:
+    return float(x) if _finite(x) else math.nan
+
+
 def _end(x, sign: float) -> float:
     """An interval end as a float: None (unbounded) is sign * inf; NaN stays NaN."""
     return sign * math.inf if x is None else float(x)
@@ -134,6 +147,48 @@ def fmt_bracket(low, high, decimals: int | None = None) -> str:
         return _signed(_fixed(x, decimals))
 
     return f"[{end(low)}, {end(high)}]"
+
+
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+
+
+def count_word(n: int, zero: str = "no") -> str:
+    """A count as a word where natural in running text (zero to twelve), else digits."""
+    n = int(n)
+    if n == 0:
+        return zero
+    return _WORDS[n] if 0 < n < len(_WORDS) else str(n)
+
+
+def counted(n: int, noun: str, plural: str | None = None, zero: str = "no") -> str:
+    """ "one run", "five runs", "no runs", "14 runs": a count and its noun, in agreement."""
+    n = int(n)
+    return f"{count_word(n, zero)} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def of_n(k: int, n: int, noun: str = "") -> str:
+    """ "all six", "none of the six", "four of the six" (then the noun, plural)."""
+    k, n = int(k), int(n)
+    tail = f" {noun}" if noun else ""
+    if k == n and n > 1:
+        return f"all {count_word(n)}{tail}"
+    if k == 0:
+        return f"none of the {count_word(n)}{tail}"
+    return f"{count_word(k)} of the {count_word(n)}{tail}"
+
+
+def word_list(items, conj: str = "and") -> str:
+    """ "a", "a and b", "a, b and c"; an empty list is an error (a sentence must not list nothing)."""
+    items = list(items)
+    if not items:
+        raise ValueError("word_list: nothing to list")
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conj} " + items[-1]
+
+
+def runs_text(runs: int, warmup: int) -> str:
+    """ "5 measured runs per point after one discarded warm-up run" (counts in agreement)."""
+    warm = f"after {counted(warmup, 'discarded warm-up run')}" if warmup else "without a warm-up run"
+    return f"{runs} measured {'run' if runs == 1 else 'runs'} per point {warm}"
 
 
 def mean_ci(values: np.ndarray, confidence: float = 95.0) -> tuple[float, float]:
@@ -394,7 +449,10 @@ class StudyTable:
         """This table as the table model (table_model.Table): the paper's LaTeX and the report's HTML."""
         self.latex(published)
         columns, rows, groups = self._parts
-        return Table.from_rows(columns, rows, groups, self.caption(), f"tab:{self.table_id}")
+        # narrower gaps between the columns, not a smaller font: the table prints at the body's size
+        return Table.from_rows(
+            columns, rows, groups, self.caption(), f"tab:{self.table_id}", preamble=r"\setlength{\tabcolsep}{3pt}"
+        )
 
     def _published(self, pub: dict, name: str, v: str, point: dict, relative: bool) -> str | None:
         """The published cell of a variant at a point: the seed's value, or (relative) its
@@ -572,8 +630,9 @@ class StudyTable:
         cmp = self.cmp
         n_cmp = int(np.isfinite(cmp["p"].to_numpy(float)).sum()) if len(cmp) else 0
         tests = [t for t in TEST_TEXT if (cmp["test"] == t).any()]
-        adjusted = cmp[cmp["interval"] != "ministat"]
-        how = "; ".join(TEST_TEXT[t] for t in tests if t != "student")
+        # rows with an interval (an untestable or exact row has none)
+        adjusted = cmp[(cmp["interval"] != "ministat") & np.isfinite(cmp["ci_level"].to_numpy(float))]
+        how = "; ".join(TEST_TEXT[t] for t in tests if t not in ("student", "untestable", "exact"))
         text = r"$\Delta$\,\%: difference from the baseline variant in \% of its mean"
         if len(adjusted):
             lo, hi = adjusted["ci_level"].min(), adjusted["ci_level"].max()
@@ -585,6 +644,8 @@ class StudyTable:
         text += (
             f". $^{{*}}$: significant at {self.confidence:g}\\,\\% after Holm--Bonferroni over the "
             f"{n_cmp} comparisons of this table"
+            if n_cmp
+            else ". No comparison of this table can be tested yet"
         )
         if self.margin_pct:
             text += (

@@ -905,9 +905,9 @@ def compare(sc: dict, qemu: dict, sim: dict, cfg: dict) -> pd.DataFrame:
 
 def _why_none(q: dict) -> str:
     if q["without_events"]:
-        return f"{q['without_events']} measured run(s) without sched_events"
+        return f"{q['without_events']} measured {'run' if q['without_events'] == 1 else 'runs'} without sched_events"
     if q["warmups"]:
-        return f"no measured run yet; {q['warmups']} warm-up(s)"
+        return f"no measured run yet; {q['warmups']} {'warm-up' if q['warmups'] == 1 else 'warm-ups'}"
     return "no records of the current definition"
 
 

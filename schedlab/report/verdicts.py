@@ -46,14 +46,19 @@ from schedlab import config
 from schedlab.core.files import atomic_write
 from schedlab.report.table_model import Table
 from schedlab.report.tables import (
+    count_word,
+    counted,
     display_title,
     fmt_bracket,
     fmt_signed,
     latex_escape,
     metric_text,
+    of_n,
+    word_list,
     write_macros,
     write_sidecar,
 )
+from schedlab.sweep import SensitivityError
 
 REPRODUCED = "reproduced"
 DIRECTION = "reproduced in direction only"
@@ -206,10 +211,10 @@ def judge(e: Evidence) -> tuple[str, str]:
             return REPRODUCED, f"published {fmt_signed(e.published)}\\,\\% inside {iv}"
         return DIRECTION, f"published {fmt_signed(e.published)}\\,\\% outside {iv}"
     if e.published is not None and not _inside(e.published, e.low, e.high):
-        return NOT, f"not significant, and the published {fmt_signed(e.published)}\\,\\% lies outside {iv}"
+        return NOT, f"no detectable difference, and the published {fmt_signed(e.published)}\\,\\% lies outside {iv}"
     if e.published is not None:
         return UNTESTABLE, f"interval {iv} holds both 0 and the published {fmt_signed(e.published)}\\,\\%"
-    return UNTESTABLE, f"not significant, interval {iv}"
+    return UNTESTABLE, f"no detectable difference, interval {iv}"
 
 
 def _judge_exact(e: Evidence) -> tuple[str, str]:
@@ -362,14 +367,15 @@ def _part_summary(study: dict, part: Part, items: list[tuple[dict, Evidence, tup
     sig = sum(bool(e.significant) for _, e, _ in items)
     eq = sum(bool(e.equivalent) for _, e, _ in items)
     widest = max((abs(_num(e.value)) for _, e, _ in items if e.value is not None), default=math.nan)
-    text = f"{sig} of {n} significant"
-    if part.direction != 0:
+    text = f"{'none' if not sig else ('all' if sig == n else sig)} of {count_word(n)} significant"
+    if part.direction != 0 and sig:
         same = sum(j[0] in (REPRODUCED, DIRECTION) for _, _, j in items)
         inside = sum(j[0] == REPRODUCED for _, _, j in items)
-        text += f" ({same} in the claimed direction, {inside} with the published size inside the interval)"
+        text += f" ({'none' if not same else same} in the claimed direction"
+        text += f", {inside} with the published size inside the interval)" if same and inside else ")"
     if part.direction == 0 and any(e.margin_pct for _, e, _ in items):
         margin = next(e.margin_pct for _, e, _ in items if e.margin_pct)
-        text += f", {eq} equivalent within $\\pm${margin:g}\\,\\%"
+        text += f", {'none' if not eq else eq} equivalent within $\\pm${margin:g}\\,\\%"
     if math.isfinite(widest):
         text += f"; largest $|\\Delta|$ {widest:.1f}\\,\\%"
     return head + text
@@ -497,6 +503,171 @@ def claim_text(claim: Claim, study: dict) -> str:
     return claim.text.format_map(_Published(study))
 
 
+# --- robustness over the sensitivity sweep ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """How a claim's sim verdict fares over the sensitivity sweep's settings: at each setting the
+    claim's comparisons the sweep makes are judged by the same rules (judge, combine); `holds`
+    counts the settings whose verdict is the table's. `robust` only when it holds at every one."""
+
+    holds: int
+    settings: int
+    conclusions: tuple[str, ...]
+    changed_to: tuple[str, ...]  # the other verdicts it takes, in _PRECEDENCE order
+
+    @property
+    def share(self) -> float:
+        return self.holds / self.settings if self.settings else math.nan
+
+    @property
+    def robust(self) -> bool:
+        return self.settings > 0 and self.holds == self.settings
+
+
+# a spread this small (relative to the effect) is a deterministic model's: the difference is exact
+_EXACT_REL = 1e-9
+
+
+def _sweep_evidence(study: dict, c, r: dict) -> Evidence:
+    """One conclusion at one setting (a row of the sensitivity sidecar's effects) as Evidence."""
+    direction = {"higher": +1, "lower": -1, "equivalent": 0}[c.claim]
+    value, low, high = (_num(r.get(k)) for k in ("effect_pct", "low", "high"))
+    if not math.isfinite(value):
+        return Evidence(c.label, None, direction=direction, missing="no result")
+    exact = math.isfinite(low) and math.isfinite(high) and high - low <= _EXACT_REL * max(1.0, abs(value))
+    axis_value = next(iter(c.point.values())) if len(c.point) == 1 else None
+    pub = (
+        published_pct(study, c.metric, c.variant, c.reference, axis_value)
+        if direction and axis_value is not None
+        else None
+    )
+    return Evidence(
+        c.label,
+        value,
+        low if math.isfinite(low) else None,
+        high if math.isfinite(high) else None,
+        r.get("outcome") in ("higher", "lower"),
+        r.get("outcome") == "equivalent",
+        direction,
+        pub,
+        c.margin_pct,
+        exact=exact,
+    )
+
+
+def sweep_robustness(rows: list[Row], studies: dict[str, dict], sweep_cells: dict, sweep) -> dict[str, Robustness]:
+    """study -> its sim verdict's Robustness, from the sensitivity sidecar's per-setting effects
+    (`sweep_cells["effects"][study]`) and the sweep's conclusions (`sweep.studies[study]`)."""
+    out = {}
+    for row in rows:
+        s = row.claim.study
+        if "sim" not in row.results or s not in sweep.studies or s not in (sweep_cells.get("effects") or {}):
+            continue
+        verdict = row.results["sim"][0]
+        plan = sweep.studies[s]
+        by_setting: dict[str, dict[str, dict]] = {}
+        for r in sweep_cells["effects"][s]:
+            by_setting.setdefault(r["setting"], {})[r["conclusion"]] = r
+        holds, other = 0, set()
+        for effects in by_setting.values():
+            judged = [judge(_sweep_evidence(studies[s], c, effects[c.id])) for c in plan.conclusions if c.id in effects]
+            cat, _ = combine(judged)
+            if cat == verdict:
+                holds += 1
+            else:
+                other.add(cat)
+        out[s] = Robustness(
+            holds,
+            len(by_setting),
+            tuple(c.id for c in plan.conclusions),
+            tuple(c for c in _PRECEDENCE if c in other),
+        )
+    return out
+
+
+def robustness_text(rb: Robustness | None) -> str:
+    """The verdict table's robustness cell: the share of the sweep's settings at which the verdict
+    holds, and the word the text uses (robust only at every setting, else fragile)."""
+    if rb is None or not rb.settings:
+        return "--"
+    pct = 100.0 * rb.share
+    share = f"{pct:.0f}" if pct >= 1 or pct == 0 else "<1"
+    if rb.robust:
+        return f"robust: all {rb.settings} settings"
+    return rf"\textbf{{fragile}}: {share}\,\% ({rb.holds} of {rb.settings})"
+
+
+def counts_phrase(categories: list[str]) -> str:
+    """The verdicts of one testbed in words, only the categories that occur: "two are reproduced
+    in direction only, three not reproduced and one untestable here"; "all six are untestable
+    here" (never "no are" or a list of zeros)."""
+    n = len(categories)
+    counts = [(c, sum(x == c for x in categories)) for c in CATEGORIES]
+    counts = [(c, k) for c, k in counts if k]
+    if len(counts) == 1 and n > 1:
+        return f"all {count_word(n)} are {counts[0][0]}"
+    items = []
+    for i, (c, k) in enumerate(counts):
+        verb = (" is" if k == 1 else " are") if i == 0 else ""
+        items.append(f"{count_word(k)}{verb} {c}")
+    return word_list(items) if items else "none is judged"
+
+
+def robustness_macros(rows: list[Row], robust: dict[str, Robustness]) -> dict[str, str]:
+    """The text's words for the sweep column: per claim `STUDY/sim/robust` (robust or fragile) and
+    `STUDY/sim/holds` (the share), the counts, and one sentence that names the fragile verdicts
+    (`sim/robustness-sentence`: never a list of none)."""
+    out = {}
+    fragile, sure = [], []
+    for row in rows:
+        rb = robust.get(row.claim.study)
+        if rb is None or not rb.settings:
+            continue
+        s = row.claim.study
+        out[f"{s}/sim/robust"] = "robust" if rb.robust else "fragile"
+        out[f"{s}/sim/holds"] = rf"{100.0 * rb.share:.0f}\,\%"
+        out[f"{s}/sim/settings"] = str(rb.settings)
+        (sure if rb.robust else fragile).append((row, rb))
+    out["sim/robust/n"] = str(len(sure))
+    out["sim/fragile/n"] = str(len(fragile))
+    out["sim/robust/n-word"] = count_word(len(sure))
+    out["sim/fragile/n-word"] = count_word(len(fragile))
+    out["sim/fragile/of-n"] = of_n(len(fragile), len(sure) + len(fragile))
+    # the abstract's finding, true whichever way the sweep comes out
+    out["sim/fragile-finding"] = (
+        f"shows {of_n(len(fragile), len(sure) + len(fragile))} verdicts on the model to be fragile: another "
+        "plausible workload gives another verdict, so a fragile verdict indicts the model's guesses as much as "
+        "the published claim"
+        if fragile
+        else "leaves every verdict on the model as it is, so none of them hinges on one guessed workload value"
+    )
+    total = len(sure) + len(fragile)
+    if not fragile:
+        sentence = f"Each of the {count_word(total)} verdicts on the model holds at every setting of the sweep."
+    else:
+        names = word_list(
+            rf"{latex_escape(r.claim.title)} (\emph{{{r.results['sim'][0]}}}, {100.0 * rb.share:.0f}\,\%)"
+            for r, rb in fragile
+        )
+        they = "it holds" if len(fragile) == 1 else "they hold"
+        sentence = (
+            f"{'The verdict' if len(fragile) == 1 else 'The verdicts'} on {names} "
+            f"{'is' if len(fragile) == 1 else 'are'} fragile: {they} only at the share of the sweep's settings "
+            f"given in brackets"
+        )
+        if sure:
+            sentence += (
+                f"; {'the other verdict holds' if len(sure) == 1 else 'the other ' + count_word(len(sure)) + ' hold'}"
+                " at every setting."
+            )
+        else:
+            sentence += ", and no verdict on the model holds at every setting."
+    out["sim/robustness-sentence"] = sentence
+    return out
+
+
 # --- output -------------------------------------------------------------------------------------------
 
 
@@ -610,8 +781,10 @@ def write(
     paper_dir: Path,
     all_testbeds: list[str] | None = None,
     measured: list[str] | None = None,
+    robust: dict[str, Robustness] | None = None,
+    out: Path | None = None,
 ) -> dict:
-    out = paper_dir / "generated" / "verdicts"
+    out = Path(out) if out else paper_dir / "generated" / "verdicts"
     out.mkdir(parents=True, exist_ok=True)
     hashes = []
     for s, tb in sorted(pairs):
@@ -620,21 +793,29 @@ def write(
             hashes.append(f"{s}-{tb} {json.loads(p.read_text()).get('data_hash', '')}\n")
     data_hash = hashlib.sha256("".join(hashes).encode()).hexdigest()
 
-    width = {1: "7.0cm", 2: "4.9cm"}.get(len(testbeds), "3.6cm")
     rag = r">{\raggedright\arraybackslash}"  # array's column prefix (siunitx loads array)
-    cols = [("study", rag + "p{1.3cm}"), ("the seed's claim", rag + "p{3.7cm}")]
-    cols += [(f"{latex_escape(tb)}: verdict and result", f"{rag}p{{{width}}}") for tb in testbeds]
+    robust = robust or {}
+    # The paper's table: one line per claim at body size; the reasons and comparisons behind each
+    # verdict are the evidence tables' (one per testbed, in the appendix)
+    cols = [("claim", rag + "p{2.2cm}"), ("what is compared", rag + "p{4.6cm}")]
+    for tb in testbeds:
+        cols.append((f"{latex_escape(tb)}", rag + "p{2.5cm}"))
+        if tb == "sim" and robust:
+            cols.append((r"sim verdict over the sweep", rag + "p{2.6cm}"))
     table_rows, cells = [], {}
     for i, row in enumerate(rows):
         study = studies[row.claim.study]
-        cells_row = [latex_escape(row.claim.title), claim_text(row.claim, study)]
-        for j, tb in enumerate(testbeds):
+        parts = "; ".join(latex_escape(p.label) for p in row.claim.parts)
+        cells_row = [latex_escape(row.claim.title), parts]
+        col = 2
+        for tb in testbeds:
             cat, why, result = row.results[tb]
-            text = f"\\textbf{{{cat}}}: {why}." + (f"\\newline {result}" if result != "--" else "")
+            rb = robust.get(row.claim.study) if tb == "sim" else None
+            text = cat
             cells_row.append(text)
             cells[f"{row.claim.study}/{tb}"] = {
                 "row": i,
-                "col": 2 + j,
+                "col": col,
                 "text": text,
                 "value": cat,
                 "stat": "verdict by the decision rules of schedlab.report.verdicts",
@@ -642,13 +823,40 @@ def write(
                 "comparisons": row.cells[tb],
                 "runs": sorted({r for c in row.cells[tb] for r in c["runs"]}),
             }
-        table_rows += [cells_row, None]
+            col += 1
+            if tb == "sim" and robust:
+                rtext = robustness_text(rb)
+                cells_row.append(rtext)
+                cells[f"{row.claim.study}/{tb}/robustness"] = {
+                    "row": i,
+                    "col": col,
+                    "text": rtext,
+                    "value": None if rb is None else {"holds": rb.holds, "settings": rb.settings},
+                    "stat": "settings of the sensitivity sweep at which the claim's comparisons, judged by the "
+                    "same rules, give the table's verdict (robust: every setting)",
+                    "conclusions": [] if rb is None else list(rb.conclusions),
+                    "source": "sensitivity/cells.json:effects",
+                    "runs": [],
+                }
+                col += 1
+        table_rows.append(cells_row)
     caption = (
-        r"Verdicts: each seed's claim against each testbed, decided from the study tables' cells by the "
-        r"rules of Section~\ref{sec:verdicts} (a non-significant difference is never reproduced; no "
-        r"difference only by TOST); each cell gives the verdict, its reason and the comparisons behind it. "
-        r"Differences in \% with the interval at the row's Holm-adjusted level; $^{*}$ significant, "
-        r"$^{\approx}$ equivalent (Holm-adjusted). Regenerate: \texttt{snakemake -c2 "
+        r"Verdicts: each seed's claim against each testbed, decided by the rules of Section~\ref{sec:verdicts} "
+        r"from the same cells as the study tables (a non-significant difference is never reproduced; no "
+        r"difference only by an equivalence test)."
+        + (
+            r" Sim verdict over the sweep: the share of the sensitivity sweep's settings (the shipped one, each "
+            r"uncalibrated workload parameter at either end of its range, and the joint points; "
+            r"Appendix~\ref{app:sensitivity}) at which the claim's comparisons, judged by the same rules, give "
+            r"the same verdict; \emph{fragile} where any setting gives another."
+            if robust
+            else ""
+        )
+        + r" The reasons and the comparisons behind each verdict are in Tables~\ref{tab:verdict-evidence-"
+        + testbeds[0]
+        + r"}"
+        + ("" if len(testbeds) == 1 else r"--\ref{tab:verdict-evidence-" + testbeds[-1] + "}")
+        + r". Regenerate: \texttt{snakemake -c2 "
         rf"paper/generated/verdicts/table.tex}}; sidecars \texttt{{sha256:{data_hash[:16]}}}."
     )
     side = write_sidecar(
@@ -656,9 +864,35 @@ def write(
         {"table": "verdicts", "data_hash": data_hash, "testbeds": testbeds, "cells": cells},
     )
     # the paper's table and the report's page of it (table.html), from one table model
-    Table.from_rows(
-        cols, table_rows, None, caption, "tab:verdicts", preamble=r"\setlength{\tabcolsep}{3pt}\footnotesize"
-    ).write(out / "table.tex", sidecar=side, title="Verdicts: each seed's claim against each testbed")
+    Table.from_rows(cols, table_rows, None, caption, "tab:verdicts", preamble=r"\setlength{\tabcolsep}{4pt}").write(
+        out / "table.tex", sidecar=side, title="Verdicts: each seed's claim against each testbed"
+    )
+    # the evidence behind the verdicts, one table per testbed (appendix)
+    for tb in testbeds:
+        ev_rows = []
+        for row in rows:
+            study = studies[row.claim.study]
+            cat, why, result = row.results[tb]
+            ev_rows += [
+                [
+                    f"{latex_escape(row.claim.title)}: {claim_text(row.claim, study)}",
+                    f"\\textbf{{{cat}}}: {why}." + (f"\\newline {result}" if result != "--" else ""),
+                ],
+                None,
+            ]
+        Table.from_rows(
+            [
+                ("the seed's claim", rag + "p{5.2cm}"),
+                ("verdict, its reason and the comparisons behind it", rag + "p{10.2cm}"),
+            ],
+            ev_rows,
+            None,
+            rf"The evidence behind the {latex_escape(tb)} column of Table~\ref{{tab:verdicts}}: each claim's verdict, "
+            r"its reason (the deciding comparison) and every comparison the claim rests on. Differences in \% with "
+            r"the interval at the row's Holm-adjusted level; $^{*}$ significant, $^{\approx}$ equivalent "
+            r"(Holm-adjusted). Every cell lists its comparisons and runs in \texttt{paper/generated/verdicts/cells.json}.",
+            f"tab:verdict-evidence-{tb}",
+        ).write(out / f"evidence-{tb}.tex", title=f"The evidence behind the {tb} verdicts")
     macros = {"n": str(len(rows))}
     for tb in testbeds:
         for cat in CATEGORIES:
@@ -668,6 +902,17 @@ def write(
             cat, why, _ = row.results[tb]
             macros[f"{row.claim.study}/{tb}"] = cat
             macros[f"{row.claim.study}/{tb}/why"] = why
+    macros["n-word"] = count_word(len(rows))
+    for tb in testbeds:
+        for cat in CATEGORIES:
+            k = sum(r.results[tb][0] == cat for r in rows)
+            macros[f"{tb}/{_slug(cat)}-word"] = count_word(k)
+            macros[f"{tb}/{_slug(cat)}-claims"] = counted(k, "claim")
+            macros[f"{tb}/{_slug(cat)}-of-n"] = of_n(k, len(rows))
+    for tb in testbeds:
+        macros[f"{tb}/counts"] = counts_phrase([r.results[tb][0] for r in rows])
+    if robust:
+        macros.update(robustness_macros(rows, robust))
     write_macros(out / "macros.tex", "verdicts", macros)
     _write_prefixed(out / "seeds.tex", seed_macros(studies))
     coverage_tex(studies, all_testbeds or testbeds, testbeds, set(pairs), measured or testbeds).write(
@@ -675,6 +920,20 @@ def write(
     )
     atomic_write(out / "setups.tex", setups_tex(studies, pairs))
     return side
+
+
+def _read_robustness(rows, studies, cells_path: Path, config_path, studies_dir) -> dict[str, Robustness]:
+    from schedlab.sweep import load
+
+    try:
+        cells = json.loads(cells_path.read_text())
+        cells["effects"]  # noqa: B018 (the sidecar must have the per-setting effects)
+    except FileNotFoundError:
+        raise VerdictError(f"{cells_path}: no such sidecar (run the sensitivity notebook first)") from None
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise VerdictError(f"{cells_path}: not the sensitivity sidecar ({type(e).__name__}: {e})") from None
+    sweep = load(config_path, studies_dir) if config_path else load(studies_dir=studies_dir)
+    return sweep_robustness(rows, studies, cells, sweep)
 
 
 def main(argv=None) -> int:
@@ -685,6 +944,9 @@ def main(argv=None) -> int:
     p.add_argument("--pair", action="append", default=[], metavar="STUDY:TESTBED", help="a reported result")
     p.add_argument("--testbed", action="append", required=True, help="a testbed the paper reports (repeat)")
     p.add_argument("--measured", action="append", default=None, metavar="TESTBED")
+    p.add_argument("--sensitivity", metavar="CELLS", help="the sensitivity sidecar (its per-setting effects)")
+    p.add_argument("--sensitivity-config", metavar="YAML", help="the sweep's configuration (its conclusions)")
+    p.add_argument("--out-dir", metavar="DIR", help="where to write (default PAPER/generated/verdicts)")
     a = p.parse_args(argv)
     try:
         pairs = []
@@ -704,8 +966,11 @@ def main(argv=None) -> int:
                 raise VerdictError(f"--pair {s}: not among the --study names")
         all_tbs = list(dict.fromkeys(tb for st in studies.values() for tb in st["testbeds"]))
         rows = build(studies, a.testbed, pairs, Path(a.paper_dir))
-        write(rows, studies, a.testbed, pairs, Path(a.paper_dir), all_tbs, a.measured)
-    except (VerdictError, config.ConfigError) as e:
+        robust = None
+        if a.sensitivity:
+            robust = _read_robustness(rows, studies, Path(a.sensitivity), a.sensitivity_config, a.studies_dir)
+        write(rows, studies, a.testbed, pairs, Path(a.paper_dir), all_tbs, a.measured, robust, a.out_dir)
+    except (VerdictError, config.ConfigError, SensitivityError) as e:
         print(f"verdicts: {e}", file=sys.stderr)
         return 2
     return 0

@@ -946,7 +946,10 @@ def compare_table(
                 unit = unit_col or "run"
                 if min(len(xb), len(xv)) < min_units:
                     row, ex = _untestable_row(
-                        xb, xv, f"{min(len(xb), len(xv))} {unit}(s) in a group, fewer than {min_units}"
+                        xb,
+                        xv,
+                        f"{min(len(xb), len(xv))} {unit if min(len(xb), len(xv)) == 1 else unit + 's'} in a group, "
+                        f"fewer than {min_units}",
                     )
                     eq = None
                 elif _exact(xb) and _exact(xv):

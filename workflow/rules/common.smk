@@ -38,7 +38,7 @@ except sl_config.ConfigError as e:
 TESTBED = config["testbed"]
 REPORTED = config.get("testbeds", [TESTBED])
 # testbeds this build measures; a reported testbed that is not measured is re-derived
-# from the raw records shipped in data/raw/<testbed> (`make paper MEASURE=qemu` measures it);
+# from the raw records shipped in data/raw/<testbed> (`make paper MEASURE=sim,qemu` measures it);
 # sim: always (cheap)
 MEASURE = list(dict.fromkeys(["sim", *config.get("measure", [TESTBED])]))
 DATA = config.get("data_dir", "data")

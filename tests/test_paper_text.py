@@ -1,0 +1,102 @@
+"""The built paper as a reader sees it (pdftotext of paper/main.pdf): sentences that read as
+written text (no "run(s)", no "5 to 5", no repeated qualifiers, no zero-item lists, no undefined
+value), an abstract of at most 250 words and a main text, through the conclusion, of at most 16
+pages. Skipped until `make paper` has built the PDF."""
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from schedlab import config
+
+PDF = config.ROOT / "paper" / "main.pdf"
+
+# each pattern with what it catches; any match in the rendered text is a defect
+PATTERNS = {
+    r"\w\(s\)": "a plural left to the reader: 'run(s)'",
+    r"(?<![\d.,])(\d+(?:\.\d+)?) to \1(?![\d.,])": "a range from a number to itself: '5 to 5'",
+    r"(?<![\w.])(not significant|no detectable difference|(?<!not )significant|equivalent)[,;] \1\b": (
+        "a repeated qualifier: 'not significant, not significant'"
+    ),
+    r"\bfrom delay \S+ \S+ to delay": "a variant label used as a number: 'from delay 0 µs to delay 2000 µs'",
+    r"\b(other|the) 0 (are|were|is)\b": "a count of nothing: 'the other 0 are'",
+    r"\b0 of (the )?0\b": "a count of nothing: '0 of 0'",
+    r"for want of records": "a reason that is not one",
+    r"\?\?": "an undefined value or reference",
+    r"warm-up run\(s\)": "a plural left to the reader",
+}
+
+MAX_ABSTRACT_WORDS = 250
+MAX_MAIN_PAGES = 16
+
+
+def _pages() -> list[str]:
+    if not PDF.exists() or not shutil.which("pdftotext"):
+        pytest.skip("no built paper (make paper) or no pdftotext")
+    text = subprocess.run(["pdftotext", "-layout", str(PDF), "-"], capture_output=True, text=True, check=True).stdout
+    return text.split("\f")
+
+
+def _flat(text: str) -> str:
+    """Lines joined; a word broken at a line's end joined again."""
+    text = re.sub(r"-\n\s*", "-", text)
+    return re.sub(r"\s+", " ", text)
+
+
+def find_defects(text: str) -> list[str]:
+    flat = _flat(text)
+    out = []
+    for pattern, what in PATTERNS.items():
+        for m in re.finditer(pattern, flat):
+            out.append(f"{what}: ...{flat[max(0, m.start() - 40) : m.end() + 40]}...")
+    return out
+
+
+def test_the_patterns_catch_what_the_review_found():
+    for bad in (
+        "after 1 discarded warm-up run(s)",
+        "with 5 to 5 traced qemu runs",
+        "0.0 % and 0.0 % (not significant, not significant)",
+        "The other 0 are not measured",
+        "from delay 0 µs to delay 2000 µs",
+        "for want of records under the current design",
+        "the yield is ?? times",
+    ):
+        assert find_defects(bad), bad
+    for good in (
+        "after one discarded warm-up run",
+        "from 5 to 50 runs",
+        "2.5 to 25",
+        "not significant; significant at two VMs",
+        "none of the six claims",
+    ):
+        assert not find_defects(good), good
+
+
+def test_the_rendered_paper_reads_as_written_text():
+    found = find_defects("\n".join(_pages()))
+    assert not found, found[:8]
+
+
+def abstract_words(first_page: str) -> int:
+    flat = _flat(first_page)
+    start = flat.index("Abstract") + len("Abstract")
+    end = re.search(r"\b1 Introduction\b", flat).start()
+    return len(flat[start:end].split())
+
+
+def main_text_pages(pages: list[str]) -> int:
+    """The page the conclusion ends on: the one the references start on (the conclusion is the
+    main text's last section, the references follow it)."""
+    for i, page in enumerate(pages, 1):
+        if re.search(r"^\s*References\s*$", page, re.M):
+            return i
+    raise AssertionError("no References heading in the PDF")
+
+
+def test_abstract_and_main_text_fit():
+    pages = _pages()
+    assert abstract_words(pages[0]) <= MAX_ABSTRACT_WORDS, abstract_words(pages[0])
+    assert main_text_pages(pages) <= MAX_MAIN_PAGES, main_text_pages(pages)

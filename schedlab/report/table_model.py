@@ -115,6 +115,8 @@ _SYMBOL = {
     "ne": "≠",
     "neq": "≠",
     "cdot": "·",
+    "circ": "∘",
+    "bullet": "•",
     "sim": "∼",
     "S": "§",
     "textdegree": "°",

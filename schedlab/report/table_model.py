@@ -110,6 +110,7 @@ _SYMBOL = {
     "ne": "≠",
     "neq": "≠",
     "cdot": "·",
+    "circ": "∘",
     "sim": "∼",
     "S": "§",
     "textdegree": "°",

@@ -104,6 +104,8 @@ _SYMBOL = {
     "uparrow": "↑",
     "downarrow": "↓",
     "rightarrow": "→",
+    "leftarrow": "←",
+    "leftrightarrow": "↔",
     "to": "→",
     "in": "∈",
     "le": "≤",
@@ -154,7 +156,24 @@ _LAYOUT = {
 }
 _SIZE = {"tiny", "scriptsize", "footnotesize", "small"}
 # binary operators and relations: spaced in math, as TeX sets them (not in a super/subscript)
-_SPACED = {"pm", "times", "approx", "in", "le", "leq", "ge", "geq", "ne", "neq", "cdot", "sim", "to", "rightarrow"}
+_SPACED = {
+    "pm",
+    "times",
+    "approx",
+    "in",
+    "le",
+    "leq",
+    "ge",
+    "geq",
+    "ne",
+    "neq",
+    "cdot",
+    "sim",
+    "to",
+    "rightarrow",
+    "leftarrow",
+    "leftrightarrow",
+}
 # commands whose argument is shown, wrapped in an element ("" = as is)
 _WRAP = {
     "textbf": "b",

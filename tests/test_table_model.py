@@ -54,6 +54,7 @@ def test_a_command_outside_the_vocabulary_is_kept_and_listed():
         (r"\num{-1.5}\,$\pm$\,\num{0.2}", "−1.5\u2009±\u20090.2"),
         (r"[\textmu s] $\uparrow$", "[µs] ↑"),
         (r"swap base $\leftrightarrow$ yield", "swap base ↔ yield"),  # the kill matrix's swaps
+        (r"both 0 $\circ$", "both 0 ∘"),  # the validation table's calibration mark
         (r"\textbf{reproduced}: yes.\newline \texttt{a\_b}", "<b>reproduced</b>: yes.<br><code>a_b</code>"),
         (r"\begin{tabular}[t]{@{}l@{}}0.8 $\checkmark$\\[-2pt]{\scriptsize [0.5, 1.3]}\end{tabular}",
          "0.8 ✓<br><small>[0.5, 1.3]</small>"),

@@ -115,6 +115,7 @@ _SYMBOL = {
     "ne": "≠",
     "neq": "≠",
     "cdot": "·",
+    "circ": "∘",
     "sim": "∼",
     "S": "§",
     "textdegree": "°",

@@ -55,7 +55,7 @@ def test_exact_rows_leave_the_holm_family():
 def test_one_run_per_group_is_untestable_not_an_error():
     df = _frame({"a": [[1.0], [1.1]], "b": [[1.3]]})
     out = stats.compare_table(df, "value", "a", by=["vms"], unit_col="boot")
-    assert out.loc[0, "test"] == "untestable" and "1 boot(s)" in out.loc[0, "reason"]
+    assert out.loc[0, "test"] == "untestable" and "1 boot in a group" in out.loc[0, "reason"]
     assert not out.loc[0, "significant"] and np.isnan(out.loc[0, "p"])
 
 

@@ -799,7 +799,7 @@ def write(
     # verdict are the evidence tables' (one per testbed, in the appendix)
     cols = [("claim", rag + "p{2.2cm}"), ("what is compared", rag + "p{4.6cm}")]
     for tb in testbeds:
-        cols.append((f"{latex_escape(tb)}", rag + "p{2.5cm}"))
+        cols.append((f"{latex_escape(tb)} verdict", rag + "p{2.5cm}"))
         if tb == "sim" and robust:
             cols.append((r"sim verdict over the sweep", rag + "p{2.6cm}"))
     table_rows, cells = [], {}

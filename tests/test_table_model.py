@@ -62,6 +62,8 @@ def test_a_command_outside_the_vocabulary_is_kept_and_listed():
         (r"``q'' -- x~y \& 5\%", "“q” – x\u00a0y &amp; 5%"),
         (r"x\textsuperscript{cal}", "x<sup>cal</sup>"),
         (r"<&>", "&lt;&amp;&gt;"),
+        # a cross-reference: the paper's part by name, never the raw key (the verdict caption)
+        (r"Section~\ref{sec:verdicts}", 'Section\u00a0<em class="ref" title="in the paper">verdicts</em>'),
     ],
 )  # fmt: skip
 def test_tex_html(tex, html):

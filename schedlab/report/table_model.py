@@ -196,8 +196,6 @@ _WRAP = {
     "mbox": "",
     "ensuremath": "",
     "textsc": "",
-    "ref": "",
-    "eqref": "",
     "citep": "",
     "cite": "",
 }
@@ -361,6 +359,11 @@ class _Tex:
         if name == "end":
             self.group()
             return ""
+        if name in ("ref", "eqref"):
+            # the report has no section numbers: name the paper's part by its label
+            # (sec:verdicts -> "verdicts"), marked as the paper's
+            key = re.sub(r"^[a-z]+:", "", self.group()).replace("-", " ")
+            return f'<em class="ref" title="in the paper">{html.escape(key, quote=False)}</em>'
         if name in _WRAP:
             tag = _WRAP[name]
             inner = self.sub(self.group(), math and name not in ("text", "mbox", "textrm"))

@@ -786,6 +786,12 @@ def write(
 ) -> dict:
     out = Path(out) if out else paper_dir / "generated" / "verdicts"
     out.mkdir(parents=True, exist_ok=True)
+    # the folder as a command names it: paper/generated/verdicts, or .../verdicts/sweep for the
+    # paper's table with the robustness column (the caption's regenerate command names its own file)
+    try:
+        where = "paper/" + out.resolve().relative_to(Path(paper_dir).resolve()).as_posix()
+    except ValueError:
+        where = out.as_posix()
     hashes = []
     for s, tb in sorted(pairs):
         p = paper_dir / "generated" / s / f"{tb}-cells.json"
@@ -857,7 +863,8 @@ def write(
         + r"}"
         + ("" if len(testbeds) == 1 else r"--\ref{tab:verdict-evidence-" + testbeds[-1] + "}")
         + r". Regenerate: \texttt{snakemake -c2 "
-        rf"paper/generated/verdicts/table.tex}}; sidecars \texttt{{sha256:{data_hash[:16]}}}."
+        + latex_escape(where)
+        + rf"/table.tex}}; sidecars \texttt{{sha256:{data_hash[:16]}}}."
     )
     side = write_sidecar(
         out / "cells.json",
@@ -890,7 +897,9 @@ def write(
             rf"The evidence behind the {latex_escape(tb)} column of Table~\ref{{tab:verdicts}}: each claim's verdict, "
             r"its reason (the deciding comparison) and every comparison the claim rests on. Differences in \% with "
             r"the interval at the row's Holm-adjusted level; $^{*}$ significant, $^{\approx}$ equivalent "
-            r"(Holm-adjusted). Every cell lists its comparisons and runs in \texttt{paper/generated/verdicts/cells.json}.",
+            r"(Holm-adjusted). Every cell lists its comparisons and runs in \texttt{"
+            + latex_escape(where)
+            + "/cells.json}.",
             f"tab:verdict-evidence-{tb}",
         ).write(out / f"evidence-{tb}.tex", title=f"The evidence behind the {tb} verdicts")
     macros = {"n": str(len(rows))}

@@ -61,14 +61,14 @@ def missing(x):
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-def num(x, lo=math.nan, hi=math.nan, ratio=False):
+def num(x, lo=math.nan, hi=math.nan, ratio=False, stacked=True):
     """x and below it [lo, hi]: a difference in % (or a ratio) and its interval, if it has one,
     both to the precision the interval allows."""
     if missing(x):
         return "--"
     if ratio:
         return f"{x:.2f}"
-    return fmt_value_bracket(x, lo, hi, stacked=True)  # NaN ends: no interval; infinite: unbounded
+    return fmt_value_bracket(x, lo, hi, stacked=stacked)  # NaN ends: no interval; infinite: unbounded
 
 
 # one row per difference and testbed (a testbed's row only where it has the difference), blocks
@@ -80,9 +80,13 @@ def stacked(*lines):
     return r"\begin{tabular}[t]{@{}l@{}}" + r"\\[0pt]".join(lines) + r"\end{tabular}"
 
 
-columns = [("study", "l"), ("metric", RAG + "p{2.6cm}"), ("variant, point", "l"), ("published", "r")]
+# one line a row (the table's 40-odd rows fit a page): the verdicts in short words, which the
+# caption defines
+SHORT = {agreement.INSIDE: "inside", "same direction": "same sign", "opposite": "opposite sign",
+         agreement.NO_DIFFERENCE: "none detected"}
+columns = [("study", "l"), ("metric", RAG + "p{2.6cm}"), ("variant", "l"), ("point", "l"), ("published", "r")]
 columns += [("testbed", "l")] if multi else []
-columns += [(r"$\Delta$\,\% [interval]", "l"), ("verdict", RAG + "p{2.1cm}")]
+columns += [(r"$\Delta$\,\% [interval]", "l"), ("verdict", "l")]
 rows, cells, prev = [], {}, (None, None)
 for _, r in df.iterrows():
     ratio = "/" in r["kind"]
@@ -93,11 +97,12 @@ for _, r in df.iterrows():
             rows.append(None)
         row = [r["study"].upper() if r["study"] != prev[0] else "",
                metric_name(r["study"], r["metric"]) if (r["study"], r["metric"]) != prev else "",
-               stacked(esc(r["variant"]) + ("" if ratio else f" vs {esc(r['kind'][3:])}"),
-                       esc(r["kind"]) if ratio else esc(r["point"])), num(r["published"], ratio=ratio)]
+               esc(r["variant"]) + ("" if ratio else f" vs {esc(r['kind'][3:])}"),
+               esc(r["kind"]) if ratio else esc(r["point"]), num(r["published"], ratio=ratio)]
         row += [esc(tb)] if multi else []
-        row += [num(r.get(tb), r.get(f"{tb}_low"), r.get(f"{tb}_high"), ratio),
-                esc(str(r.get(f"{tb}_verdict", "--")))]
+        verdict = str(r.get(f"{tb}_verdict", "--"))
+        row += [num(r.get(tb), r.get(f"{tb}_low"), r.get(f"{tb}_high"), ratio, stacked=False),
+                esc(SHORT.get(verdict, verdict))]
         prev = (r["study"], r["metric"])
         runs = r.get(f"{tb}_runs")
         cells[f"{r['study']}/{r['variant']}/{r['point']}/{r['metric']}/{tb}"] = {
@@ -111,11 +116,11 @@ for _, r in df.iterrows():
 caption = (r"Published differences (\%, or ratios where only one variant was quoted, as point / first point) "
            r"beside ours, with our interval at the row's Holm-adjusted level (the study table's)"
            + (r"; a testbed's row only where it measured the difference" if multi else "")
-           + r". ``inside the interval'': the "
+           + r". ``inside'': the "
            r"published value lies inside it, so our runs do not contradict it (agreement would take an "
-           r"equivalence test); ``same direction'': outside it, significant, with the same sign; ``opposite'': "
-           r"outside, significant, with the other sign; ``outside, no detectable difference'': outside it, and "
-           r"the interval holds 0. Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}.")
+           r"equivalence test); ``same sign'': outside it, significant, in the same direction; ``opposite sign'': "
+           r"outside, significant, in the other direction; ``none detected'': outside it, and the interval holds "
+           r"0 (no detectable difference). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}.")
 (root / out_dir).mkdir(parents=True, exist_ok=True)
 side = write_sidecar(root / out_dir / "cells.json", {"table": "agreement", "cells": cells})
 Table.from_rows(columns, rows, None, caption, "tab:agreement", preamble=r"\setlength{\tabcolsep}{4pt}").write(
@@ -160,7 +165,7 @@ xcolumns = [("study", "l"), ("metric", RAG + "p{2.6cm}"), ("variant, point", "l"
             (r"sim $\Delta$\,\% [interval]", "l")]
 xcolumns += [] if one_other else [("testbed", "l")]
 xcolumns += [((esc(others[0]) + " " if one_other else "") + r"$\Delta$\,\% [interval]", "l"),
-             ("verdict", RAG + "p{2.2cm}")]
+             ("verdict", RAG + "p{2.3cm}")]
 prev = (None, None)
 for _, r in xdf.iterrows():
     if prev[0] is not None and r["study"] != prev[0]:

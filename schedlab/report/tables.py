@@ -522,7 +522,8 @@ class StudyTable:
                 for v in st["variants"]:
                     if not self._runs_of(v, point):
                         continue
-                    cells = [metric_head(m, 22, pos="t", align="l") if first_of_metric else ""]
+                    # the metric on one line: a two-line name would open a gap after its first row
+                    cells = [metric_head(m, 60) if first_of_metric else ""]
                     cells += [(latex_escape(point[a]) if first_of_point else "") for a in self.axes]
                     cells.append(latex_escape(v))
                     cells += self._value_cells(v, point, name, row, len(cells))

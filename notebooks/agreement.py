@@ -82,9 +82,9 @@ def stacked(*lines):
 
 # one line a row (the table's 40-odd rows fit a page): the verdicts in short words, which the
 # caption defines
-SHORT = {agreement.INSIDE: "inside", "same direction": "same sign", "opposite": "opposite sign",
+SHORT = {agreement.INSIDE: "inside", "same direction": "same sign", "opposite": "opposite",
          agreement.NO_DIFFERENCE: "none detected"}
-columns = [("study", "l"), ("metric", RAG + "p{2.6cm}"), ("variant", "l"), ("point", "l"), ("published", "r")]
+columns = [("study", "l"), ("metric", RAG + "p{2.1cm}"), ("variant", "l"), ("point", "l"), ("published", "r")]
 columns += [("testbed", "l")] if multi else []
 columns += [(r"$\Delta$\,\% [interval]", "l"), ("verdict", "l")]
 rows, cells, prev = [], {}, (None, None)
@@ -96,8 +96,9 @@ for _, r in df.iterrows():
         if prev[0] is not None and r["study"] != prev[0]:
             rows.append(None)
         row = [r["study"].upper() if r["study"] != prev[0] else "",
-               metric_name(r["study"], r["metric"]) if (r["study"], r["metric"]) != prev else "",
-               esc(r["variant"]) + ("" if ratio else f" vs {esc(r['kind'][3:])}"),
+               metric_name(r["study"], r["metric"]).replace("/", r"/\allowbreak{}")
+               if (r["study"], r["metric"]) != prev else "",
+               esc(r["variant"]),
                esc(r["kind"]) if ratio else esc(r["point"]), num(r["published"], ratio=ratio)]
         row += [esc(tb)] if multi else []
         verdict = str(r.get(f"{tb}_verdict", "--"))
@@ -114,16 +115,19 @@ for _, r in df.iterrows():
             "runs": runs if isinstance(runs, list) else []}
         rows.append(row)
 caption = (r"Published differences (\%, or ratios where only one variant was quoted, as point / first point) "
-           r"beside ours, with our interval at the row's Holm-adjusted level (the study table's)"
+           r"beside ours, each variant against its study's baseline ("
+           + esc(", ".join(f"{st.upper()}: {base}" for st, base in dict.fromkeys(
+               (r["study"], r["kind"][3:]) for _, r in df.iterrows() if r["kind"].startswith("vs "))))
+           + r"), with our interval at the row's Holm-adjusted level (the study table's)"
            + (r"; a testbed's row only where it measured the difference" if multi else "")
            + r". ``inside'': the "
            r"published value lies inside it, so our runs do not contradict it (agreement would take an "
-           r"equivalence test); ``same sign'': outside it, significant, in the same direction; ``opposite sign'': "
+           r"equivalence test); ``same sign'': outside it, significant, in the same direction; ``opposite'': "
            r"outside, significant, in the other direction; ``none detected'': outside it, and the interval holds "
            r"0 (no detectable difference). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}.")
 (root / out_dir).mkdir(parents=True, exist_ok=True)
 side = write_sidecar(root / out_dir / "cells.json", {"table": "agreement", "cells": cells})
-Table.from_rows(columns, rows, None, caption, "tab:agreement", preamble=r"\setlength{\tabcolsep}{4pt}").write(
+Table.from_rows(columns, rows, None, caption, "tab:agreement", preamble=r"\setlength{\tabcolsep}{3pt}").write(
     root / out_dir / "table.tex", sidecar=side, title="Agreement with the published figures")
 macros = {"rows": str(len(df))}
 for tb in tbs:

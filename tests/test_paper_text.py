@@ -29,6 +29,7 @@ PATTERNS = {
         "a count of nothing in prose: '0 kick-aways, 0 on neither'"
     ),
     r"\bat most 0 of\b": "a count of nothing: 'at most 0 of them'",
+    r"\b(?:reproduce|reject|leave) no claims\b": "a verdict no claim got, listed: 'reproduce no claims'",
     r"for want of records": "a reason that is not one",
     r"\?\?": "an undefined value or reference",
     r"warm-up run\(s\)": "a plural left to the reader",
@@ -75,6 +76,7 @@ def test_the_patterns_catch_what_the_review_found():
         "validate fewer scenarios (at most 0 of them)",
         "with the fix it is BOOSTed 0 times",
         "8 sit at calibration points, 0 have a single boot",
+        "the fixed rules reproduce no claims, reproduce two claims in direction only",
     ):
         assert find_defects(bad), bad
     for good in (

@@ -447,9 +447,11 @@ class StudyTable:
     def _metric_head(m: dict) -> str:
         return metric_head(m)
 
-    # more value columns than this run wider than the line at the body's size (S4: three metrics
-    # with a published column each); such a table is set long, one block of rows per metric
+    # more value columns or metrics side by side than these run wider than the line at the body's
+    # size (S4: three metrics with a published column each; S3 on qemu: three metrics with long
+    # names); such a table is set long, one block of rows per metric
     MAX_WIDE_COLUMNS = 6
+    MAX_WIDE_METRICS = 2
 
     def latex(self, published: bool = True) -> str:
         if self._merged():
@@ -471,7 +473,7 @@ class StudyTable:
         }
         pub_head = r"published $\Delta$\,\%" if relative else "published"
         n_values = sum(3 if has_pub[m["name"]] else 2 for m in self.metrics)
-        if n_values > self.MAX_WIDE_COLUMNS:
+        if n_values > self.MAX_WIDE_COLUMNS or len(self.metrics) > self.MAX_WIDE_METRICS:
             return self._latex_long(pub, relative, has_pub, pub_head)
         groups = [(latex_escape(a), 1) for a in self.axes] + [("variant", 1)]
         columns = [("", "l")] * (len(self.axes) + 1)

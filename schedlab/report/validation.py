@@ -1452,7 +1452,7 @@ def paper_table(df: pd.DataFrame, cfg: dict):
             rows.append([label if first else "", _unmeasured_note(rest, sc, first)] + [""] * (len(columns) - 2))
     while rows and rows[-1] is None:
         rows.pop()
-    table = Table.from_rows(columns, rows, label="tab:validation", preamble=r"\setlength{\tabcolsep}{4pt}")
+    table = Table.from_rows(columns, rows, label="tab:validation", preamble=r"\setlength{\tabcolsep}{3pt}")
     table.spans = spans
     table.caption = PAPER_CAPTION.format(
         period=f"{cfg['period_s'] * 1000:g}", conf=f"{cfg['band']['confidence']:g}", seeds=len(cfg["seeds"]),
@@ -1488,7 +1488,7 @@ def effects_table(eff: pd.DataFrame, cfg: dict) -> str:
     # the comparison above its metric in one column, each value above its interval: the table at
     # the body's size within the line
     columns = [("study", "l"), ("comparison, metric", "l"), ("point", "l"), ("boots", "r"),
-               ("real Xen", "l"), ("simulator", "l"), ("", "l")]  # fmt: skip
+               ("real Xen", "l"), ("simulator", "l"), ("", r">{\raggedright\arraybackslash}p{2.1cm}")]  # fmt: skip
     rows: list = []
     prev = None
     for _, r in eff.iterrows():
@@ -1513,7 +1513,9 @@ def effects_table(eff: pd.DataFrame, cfg: dict) -> str:
         r"effect; untestable: fewer than two boots a side. boots: b/a. Regenerate: "
         r"\texttt{schedlab validate-sim}."
     )
-    return latex_table(render_tabular(columns, rows), caption, "tab:validation-effects")
+    return latex_table(
+        r"\setlength{\tabcolsep}{4pt}" + "\n" + render_tabular(columns, rows), caption, "tab:validation-effects"
+    )
 
 
 def calibrated_table(cfg: dict) -> str:

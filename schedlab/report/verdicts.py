@@ -920,6 +920,18 @@ def write(
             macros[f"{tb}/{_slug(cat)}-of-n"] = of_n(k, len(rows))
     for tb in testbeds:
         macros[f"{tb}/counts"] = counts_phrase([r.results[tb][0] for r in rows])
+        # what the rules do, for the abstract and the conclusion, without the verdicts no claim got
+        k = {cat: sum(r.results[tb][0] == cat for r in rows) for cat in CATEGORIES}
+        does = [
+            (k[REPRODUCED], "reproduce {}"),
+            (k[DIRECTION], "reproduce {} only in direction"),
+            (k[NOT], "reject {}"),
+        ]
+        parts = [what.format(counted(n, "claim")) for n, what in does if n]
+        macros[f"{tb}/rules-decide"] = word_list(parts) if parts else "decide no claim"
+        if k[UNTESTABLE]:
+            parts.append(f"leave {counted(k[UNTESTABLE], 'claim')} untestable")
+        macros[f"{tb}/rules-do"] = word_list(parts) if parts else "decide no claim"
     if robust:
         macros.update(robustness_macros(rows, robust))
     write_macros(out / "macros.tex", "verdicts", macros)

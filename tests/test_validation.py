@@ -487,7 +487,8 @@ def test_small_sim_scenario_end_to_end(tmp_path):
     paths = V.write_outputs(out, tmp_path, cfg2)
     assert paths["full"].read_text().count(r"\\") >= len(df)  # every quantity
     paper = paths["tex"].read_text()  # the paper's: one row per case (base and yield at 2 VMs)
-    assert r"\label{tab:validation}" in paper and paper.count("& vms=2 &") == 2
+    # each case's point below its variant
+    assert r"\label{tab:validation}" in paper and paper.count(r"\\[-2pt]vms=2\end{tabular} &") == 2
     assert r"\label{tab:validation-effects}" in paths["effects"].read_text()
     for f in ("macros.tex", "cells.json", "scenarios.csv", "effects.csv"):
         assert (tmp_path / f).exists(), f

@@ -36,7 +36,7 @@ from schedlab import config
 from schedlab.report import agreement
 from schedlab.report.notebook import repo_root
 from schedlab.report.table_model import Table
-from schedlab.report.tables import fmt_bracket, fmt_signed, write_macros, write_sidecar
+from schedlab.report.tables import count_clauses, count_word, fmt_value_bracket, write_macros, write_sidecar
 from schedlab.report.tables import latex_escape as esc
 
 root = repo_root()
@@ -61,48 +61,73 @@ def missing(x):
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-def num(x, lo=None, hi=None, ratio=False):
-    """x [lo, hi]: a difference in % (or a ratio) and its interval, if it has one."""
+def num(x, lo=math.nan, hi=math.nan, ratio=False, stacked=True):
+    """x and below it [lo, hi]: a difference in % (or a ratio) and its interval, if it has one,
+    both to the precision the interval allows."""
     if missing(x):
         return "--"
-    s = f"{x:.2f}" if ratio else fmt_signed(x)
-    if not (missing(lo) or missing(hi)):
-        s += " " + fmt_bracket(lo, hi)
-    return s
+    if ratio:
+        return f"{x:.2f}"
+    return fmt_value_bracket(x, lo, hi, stacked=stacked)  # NaN ends: no interval; infinite: unbounded
 
 
-columns = [("study", "l"), ("metric", "l"), ("variant", "l"), ("point", "l"), ("published", "l")]
-groups = [("", 1)] * len(columns)
-for tb in tbs:
-    columns += [(r"$\Delta$\,\% [interval]", "l"), ("verdict", "l")]
-    groups.append((esc(tb), 2))
-rows, cells = [], {}
-for i, r in df.iterrows():
+# one row per difference and testbed (a testbed's row only where it has the difference), blocks
+# per study, the study and metric named once: at the body's size within the line
+RAG = r">{\raggedright\arraybackslash}"
+multi = len(tbs) > 1
+def stacked(*lines):
+    """Cells on lines of their own in one cell (each row has two lines already: a value above its interval)."""
+    return r"\begin{tabular}[t]{@{}l@{}}" + r"\\[0pt]".join(lines) + r"\end{tabular}"
+
+
+# one line a row (the table's 40-odd rows fit a page): the verdicts in short words, which the
+# caption defines
+SHORT = {agreement.INSIDE: "inside", "same direction": "same sign", "opposite": "opposite",
+         agreement.NO_DIFFERENCE: "none detected"}
+columns = [("study", "l"), ("metric", RAG + "p{2.1cm}"), ("variant", "l"), ("point", "l"), ("published", "r")]
+columns += [("testbed", "l")] if multi else []
+columns += [(r"$\Delta$\,\% [interval]", "l"), ("verdict", "l")]
+rows, cells, prev = [], {}, (None, None)
+for _, r in df.iterrows():
     ratio = "/" in r["kind"]
-    row = [r["study"].upper(), metric_name(r["study"], r["metric"]),
-           esc(r["variant"]) + ("" if ratio else f" vs {esc(r['kind'][3:])}"),
-           esc(r["point"]) + (f" ({esc(r['kind'])})" if ratio else ""), num(r["published"], ratio=ratio)]
     for tb in tbs:
-        row += [num(r.get(tb), r.get(f"{tb}_low"), r.get(f"{tb}_high"), ratio),
-                esc(str(r.get(f"{tb}_verdict", "--")))]
+        if tb != tbs[0] and missing(r.get(tb)):
+            continue
+        if prev[0] is not None and r["study"] != prev[0]:
+            rows.append(None)
+        row = [r["study"].upper() if r["study"] != prev[0] else "",
+               metric_name(r["study"], r["metric"]).replace("/", r"/\allowbreak{}")
+               if (r["study"], r["metric"]) != prev else "",
+               esc(r["variant"]),
+               esc(r["kind"]) if ratio else esc(r["point"]), num(r["published"], ratio=ratio)]
+        row += [esc(tb)] if multi else []
+        verdict = str(r.get(f"{tb}_verdict", "--"))
+        row += [num(r.get(tb), r.get(f"{tb}_low"), r.get(f"{tb}_high"), ratio, stacked=False),
+                esc(SHORT.get(verdict, verdict))]
+        prev = (r["study"], r["metric"])
         runs = r.get(f"{tb}_runs")
         cells[f"{r['study']}/{r['variant']}/{r['point']}/{r['metric']}/{tb}"] = {
-            "row": int(i), "col": 5 + 2 * tbs.index(tb), "text": row[-2],
+            "row": sum(x is not None for x in rows), "col": len(row) - 2, "text": row[-2],
             "value": None if missing(r.get(tb)) else float(r[tb]),
             "low": r.get(f"{tb}_low"), "high": r.get(f"{tb}_high"),
             "stat": ("ratio of means" if ratio else
                      "difference in % of the baseline mean, interval at the row's Holm-adjusted level"),
             "runs": runs if isinstance(runs, list) else []}
-    rows.append(row)
-caption = (r"Published differences (\%, or ratios where only one variant was quoted) beside ours, with our "
-           r"interval at the row's Holm-adjusted level (the study table's). ``inside the interval'': the "
+        rows.append(row)
+caption = (r"Published differences (\%, or ratios where only one variant was quoted, as point / first point) "
+           r"beside ours, each variant against its study's baseline ("
+           + esc(", ".join(f"{st.upper()}: {base}" for st, base in dict.fromkeys(
+               (r["study"], r["kind"][3:]) for _, r in df.iterrows() if r["kind"].startswith("vs "))))
+           + r"), with our interval at the row's Holm-adjusted level (the study table's)"
+           + (r"; a testbed's row only where it measured the difference" if multi else "")
+           + r". ``inside'': the "
            r"published value lies inside it, so our runs do not contradict it (agreement would take an "
-           r"equivalence test); ``same direction'': outside it, significant, with the same sign; ``opposite'': "
-           r"outside, significant, with the other sign; ``outside, no detectable difference'': outside it, and "
-           r"the interval holds 0. Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}.")
+           r"equivalence test); ``same sign'': outside it, significant, in the same direction; ``opposite'': "
+           r"outside, significant, in the other direction; ``none detected'': outside it, and the interval holds "
+           r"0 (no detectable difference). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}.")
 (root / out_dir).mkdir(parents=True, exist_ok=True)
 side = write_sidecar(root / out_dir / "cells.json", {"table": "agreement", "cells": cells})
-Table.from_rows(columns, rows, groups, caption, "tab:agreement").write(
+Table.from_rows(columns, rows, None, caption, "tab:agreement", preamble=r"\setlength{\tabcolsep}{3pt}").write(
     root / out_dir / "table.tex", sidecar=side, title="Agreement with the published figures")
 macros = {"rows": str(len(df))}
 for tb in tbs:
@@ -113,6 +138,16 @@ for tb in tbs:
         macros[f"{tb}/opposite"] = str(int((v == "opposite").sum()))
         macros[f"{tb}/nodiff"] = str(int((v == agreement.NO_DIFFERENCE).sum()))
         macros[f"{tb}/compared"] = str(int(v.isin(agreement.VERDICTS).sum()))
+        # the counts as a clause list for the text, without the verdicts nothing fell under
+        macros[f"{tb}/summary"] = count_clauses(
+            [((v == agreement.INSIDE).sum(), "{is_} inside our interval"),
+             ((v == "same direction").sum(), "{is_} outside our interval in the same direction"),
+             ((v == "opposite").sum(), "{is_} outside our interval in the opposite direction"),
+             ((v == agreement.NO_DIFFERENCE).sum(), "{is_} outside an interval of ours that holds 0")],
+            total=int(v.isin(agreement.VERDICTS).sum())) or "none can be compared yet"
+        n_cmp = int(v.isin(agreement.VERDICTS).sum())
+        macros[f"{tb}/sentence"] = (f"Of the {count_word(n_cmp)} differences the {tb} testbed measured, "
+                                    f"{macros[f'{tb}/summary']}" if n_cmp else f"The {tb} testbed measured none of them")
 write_macros(root / out_dir / "macros.tex", "agreement", macros)
 macros
 
@@ -128,15 +163,26 @@ pair_list = [tuple(p.split(":", 1)) for p in pairs.split(",") if p] or [
     (s, tb) for s, st in studies.items() for tb in tbs if tb in st["testbeds"]]
 xdf = agreement.cross(studies, pair_list, root / paper_dir)
 xcells, xmacros, xrows = {}, {}, []
-xcolumns = [("study", "l"), ("metric", "l"), ("variant", "l"), ("point", "l"),
-            (r"sim $\Delta$\,\% [interval]", "l"), ("testbed", "l"), (r"$\Delta$\,\% [interval]", "l"),
-            ("verdict", "l")]
-for i, r in xdf.iterrows():
-    row = [r["study"].upper(), metric_name(r["study"], r["metric"]), esc(r["variant"]), esc(r["point"]),
-           num(r["base_value"], r["base_low"], r["base_high"]), esc(r["testbed"]),
-           num(r["value"], r["low"], r["high"]), esc(r["verdict"])]
+others = sorted(set(xdf["testbed"])) if len(xdf) else []
+one_other = len(others) == 1  # one other testbed: named in the header, not in a column
+xcolumns = [("study", "l"), ("metric", RAG + "p{2.6cm}"), ("variant, point", "l"),
+            (r"sim $\Delta$\,\% [interval]", "l")]
+xcolumns += [] if one_other else [("testbed", "l")]
+xcolumns += [((esc(others[0]) + " " if one_other else "") + r"$\Delta$\,\% [interval]", "l"),
+             ("verdict", RAG + "p{2.3cm}")]
+prev = (None, None)
+for _, r in xdf.iterrows():
+    if prev[0] is not None and r["study"] != prev[0]:
+        xrows.append(None)
+    row = [r["study"].upper() if r["study"] != prev[0] else "",
+           metric_name(r["study"], r["metric"]) if (r["study"], r["metric"]) != prev else "",
+           stacked(esc(r["variant"]), esc(r["point"])), num(r["base_value"], r["base_low"], r["base_high"])]
+    row += [] if one_other else [esc(r["testbed"])]
+    row += [num(r["value"], r["low"], r["high"]), esc(r["verdict"])]
+    prev = (r["study"], r["metric"])
     xcells[f"{r['study']}/{r['testbed']}/{r['variant']}/{r['point']}/{r['metric']}"] = {
-        "row": int(i), "col": 6, "text": row[6], "value": None if missing(r["value"]) else float(r["value"]),
+        "row": sum(x is not None for x in xrows), "col": len(row) - 2, "text": row[-2],
+        "value": None if missing(r["value"]) else float(r["value"]),
         "low": r["low"], "high": r["high"],
         "stat": "difference in % of the baseline mean on this testbed, beside the simulator's",
         "runs": list(r["runs"])}
@@ -145,7 +191,8 @@ xcaption = (r"The simulator's differences beside the other testbeds' at the poin
             r"table's interval at the row's Holm-adjusted level; significance Holm-adjusted within each "
             r"testbed's table). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/testbeds.tex}.")
 xside = write_sidecar(root / out_dir / "testbeds-cells.json", {"table": "agreement-testbeds", "cells": xcells})
-Table.from_rows(xcolumns, xrows, None, xcaption, "tab:agreement-testbeds").write(
+Table.from_rows(xcolumns, xrows, None, xcaption, "tab:agreement-testbeds",
+                preamble=r"\setlength{\tabcolsep}{4pt}").write(
     root / out_dir / "testbeds.tex", sidecar=xside, title="Agreement between testbeds")
 xmacros["rows"] = str(len(xdf))
 for v in agreement.CROSS_VERDICTS:
@@ -154,5 +201,14 @@ for (s, tb), g in (xdf.groupby(["study", "testbed"]) if len(xdf) else []):
     for v in agreement.CROSS_VERDICTS:
         xmacros[f"{s}/{tb}/{v.replace(' ', '-')}"] = str(int((g["verdict"] == v).sum()))
     xmacros[f"{s}/{tb}/rows"] = str(len(g))
+# the counts as clauses for the text, without the verdicts nothing fell under
+counts = dict(xdf["verdict"].value_counts()) if len(xdf) else {}
+xmacros["summary"] = count_clauses(
+    [(counts.get("same direction", 0), "{is_} significant on both testbeds in the same direction"),
+     (counts.get("one testbed only", 0), "{is_} significant on one testbed only"),
+     (counts.get("neither significant", 0), "{is_} significant on neither"),
+     (counts.get("opposite", 0), "{is_} significant in opposite directions"),
+     (counts.get("untestable", 0), "{is_} untestable (too few boots a side on the other testbed)")],
+    total=len(xdf)) or "none can be compared yet"
 write_macros(root / out_dir / "testbeds-macros.tex", "agreement-testbeds", xmacros)
 xmacros

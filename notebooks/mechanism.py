@@ -39,7 +39,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from schedlab.report.notebook import mechanism_setup
-from schedlab.report.tables import latex_escape, write_macros
+from schedlab.report.tables import count_phrase, latex_escape, write_macros
 from schedlab.testbeds import sim
 
 study, out = mechanism_setup(study, studies_dir, out_dir, figure="mechanism")
@@ -164,7 +164,8 @@ lock_text = {"queued-yield": "queued (FIFO)", "spin-yield": "test-and-set", "tic
              "tas": "test-and-set"}.get(lock["type"], latex_escape(lock["type"]))
 why = {"grantee": "a waiter the FIFO lock was handed to", "holder": "the lock holder"}[gap["why"]]
 var_text = "; ".join(f"({chr(97 + i)}) {latex_escape(r['label'])}: {stats[k]['spin_ms']:.1f} ms spinning, "
-                     f"{stats[k]['yield']} yields, {stats[k]['poll']} polls, {stats[k]['kick']} kicks"
+                     + count_phrase([(stats[k]["yield"], "yield", "yields"), (stats[k]["poll"], "poll", "polls"),
+                                   (stats[k]["kick"], "kick", "kicks")])
                      for i, (k, r) in enumerate(runs.items()))
 caption = (
     f"Mechanism, sim testbed (seed {seed}). S0's guest workload: {VMS} VMs $\\times$ {wl['vcpus_per_vm']} vCPUs on "

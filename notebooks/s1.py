@@ -135,6 +135,8 @@ if traced:
     import pandas as pd
     from IPython.display import display
 
+    from schedlab.report.tables import counted, times_word
+
     rows = []
     for r in traced:
         se = r["counters"]["sched_events"]
@@ -147,6 +149,10 @@ if traced:
     for (v, mode), row in xen_events.iterrows():
         for k, val in row.items():
             macros[f"xen/{v}/{mode}/{k}"] = f"{val:.0f}"
+            # for the text: "never", "once", "1546 times"; "no changes of pCPU"
+            macros[f"xen/{v}/{mode}/{k}/times"] = times_word(round(val))
+        macros[f"xen/{v}/{mode}/migrations/changes"] = counted(
+            round(row.get("migrations", 0)), "change of pCPU", "changes of pCPU")
     display(xen_events.T)
 
 # %%

@@ -39,7 +39,7 @@ from matplotlib.patches import Patch
 
 from schedlab import config
 from schedlab.report.notebook import mechanism_setup
-from schedlab.report.tables import latex_escape, write_macros
+from schedlab.report.tables import count_phrase, latex_escape, of_n, write_macros
 from schedlab.testbeds import sim
 
 study, out = mechanism_setup(study, studies_dir, out_dir, figure="s1mechanism")
@@ -172,7 +172,9 @@ for i, (key, r) in enumerate(runs.items()):
     axes[i][1].axvspan((z0 - t0) / 1e6, (z1 - t0) / 1e6, color="0.85", zorder=0)
     axes[i][0].set_yticks([-0.975, *range(len(ROWS))], ["events", *ROWS], fontsize=7)
     axes[i][0].set_title(f"({chr(97 + i)}) {r['label']}: zoom", fontsize=8, loc="left")
-    axes[i][1].set_title(f"{st['kickaways']} kick-aways, {st['mboosts']} BOOSTs on re-wake; {st['wakes']} I/O wakes, "
+    events = count_phrase([(st["kickaways"], "kick-away", "kick-aways"),
+                           (st["mboosts"], "BOOST on re-wake", "BOOSTs on re-wake")])
+    axes[i][1].set_title(f"{events[0].upper()}{events[1:]}; {st['wakes']} I/O wakes, "
                          f"mean wait {st['meanwait_ms']:.2f} ms", fontsize=8, loc="left")
     for ax in axes[i]:
         ax.tick_params(labelsize=7)
@@ -199,6 +201,12 @@ for key, st in stats.items():
         macros[f"{key}/{k}"] = str(st[k])
     for k in ("wait_ms", "maxwait_ms", "meanwait_ms"):
         macros[f"{key}/{k.replace('_', '-')}"] = f"{st[k]:.2f}"
+    # the window's events as words, the zeros gathered ("no kick-aways or BOOSTs on re-wake")
+    macros[f"{key}/events"] = count_phrase([(st["kickaways"], "kick-away", "kick-aways"),
+                                            (st["migrations"], "migration", "migrations"),
+                                            (st["mboosts"], "BOOST on a migration re-wake",
+                                             "BOOSTs on a migration re-wake")])
+    macros[f"{key}/tickled-of-wakes"] = of_n(st["tickled"], st["wakes"])
 write_macros(out / "macros.tex", "s1mechanism", macros)
 
 trace_hash = hashlib.sha256("".join(f"{k} {r['sha256']}\n" for k, r in runs.items()).encode()).hexdigest()
@@ -207,8 +215,10 @@ wl = study["sim_workload"]
 ncpu = sc0["host"]["sockets"] * sc0["host"]["cores_per_socket"] * sc0["host"].get("threads_per_core", 1)
 rl = sc0["xen"].get("ratelimit_us", 1000)
 var_text = "; ".join(
-    f"({chr(97 + i)}) {latex_escape(r['label'])}: {stats[k]['kickaways']} kick-aways, {stats[k]['mboosts']} BOOSTs on a "
-    f"migration re-wake, {stats[k]['tickled']} of the I/O vCPU's {stats[k]['wakes']} wakes tickle its pCPU at once, "
+    f"({chr(97 + i)}) {latex_escape(r['label'])}: "
+    + count_phrase([(stats[k]["kickaways"], "kick-away", "kick-aways"),
+                    (stats[k]["mboosts"], "BOOST on a migration re-wake", "BOOSTs on a migration re-wake")])
+    + f", {of_n(stats[k]['tickled'], stats[k]['wakes'])} wakes of the I/O vCPU tickle its pCPU at once, "
     f"{stats[k]['wait_ms']:.1f}\\,ms waiting in all (mean {stats[k]['meanwait_ms']:.2f}\\,ms, longest "
     f"{stats[k]['maxwait_ms']:.2f}\\,ms)"
     for i, (k, r) in enumerate(runs.items()))

@@ -28,11 +28,10 @@ studies_dir = "config/studies"
 out_dir = "paper/generated/s2"
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from schedlab.report.notebook import StudyContext, interval_yerr, plot_limits
+from schedlab.report.notebook import T_PAIRED, StudyContext, plot_differences
 from schedlab.report.tables import fmt_signed_ci
 
 sns.set_theme(style="whitegrid", context="paper")
@@ -59,23 +58,12 @@ ctx.comparisons
 
 # %%
 cmp = ctx.comparisons
-fig, axes = plt.subplots(1, len(ctx.study["metrics"]), figsize=(6, 2.4))
-for ax, m in zip(np.atleast_1d(axes), ctx.study["metrics"]):
-    c = cmp[cmp.metric == m["name"]]
-    x = c[ctx.axes[0]].astype(str).to_numpy()
-    limits = plot_limits(c["pct"], c["pct_low"], c["pct_high"])
-    yerr, lo_open, hi_open = interval_yerr(c["pct"], c["pct_low"], c["pct_high"], limits)
-    ax.errorbar(x, c["pct"], yerr=yerr, fmt="o", capsize=3)
-    ax.plot(x[hi_open], [limits[1]] * hi_open.sum(), "^", color="C0")
-    ax.plot(x[lo_open], [limits[0]] * lo_open.sum(), "v", color="C0")
-    ax.set_ylim(*limits)
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xlabel("vCPUs per pCPU")
-    ax.set_ylabel(f"Δ % {m['label'].split(' (')[0]}\n(PV vs ticket)")
-fig.tight_layout()
+# on a paired design (qemu: both variants in each round's boot) the interval is the paired one
+fig = plot_differences(cmp, ctx.study["metrics"], ctx.axes[0], "vCPUs per pCPU", "ticket")
 ctx.save_figure(fig, "Difference of PV ticketlocks from plain ticket locks, in \\% of the ticket-lock mean, per "
                 "vCPUs per pCPU; an unbounded interval end is drawn to the panel's edge and marked by a triangle",
-                "the table's interval of the difference, at the row's Holm-adjusted level")
+                T_PAIRED if ctx.test == "paired"
+                else "the table's interval of the difference, at the row's Holm-adjusted level")
 
 # %%
 macros = {}

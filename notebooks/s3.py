@@ -30,7 +30,7 @@ out_dir = "paper/generated/s3"
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from schedlab.report.notebook import T_ERRORBARS, StudyContext, t_errorbar
+from schedlab.report.notebook import T_ERRORBARS, T_PAIRED, StudyContext, plot_differences, t_errorbar
 from schedlab.report.tables import fmt_signed_ci
 
 sns.set_theme(style="whitegrid", context="paper")
@@ -56,17 +56,27 @@ runs["delay_us"] = runs["variant"].map(
 panels = [("throughput", "throughput (1/s)"), ("migrations", "migrations (1/s)")]
 if "migrations_per_kunit" in runs and runs["migrations_per_kunit"].notna().any():
     panels.append(("migrations_per_kunit", "migrations per 1000 units"))
-fig, axes = plt.subplots(1, len(panels), figsize=(3 * len(panels), 2.4))
-for a, (col, label) in zip(axes, panels):
-    # the delay on a true scale (its values are not evenly spaced), the rates from zero
-    sns.pointplot(data=runs, x="delay_us", y=col, errorbar=t_errorbar(), ax=a, markersize=3, linewidth=1,
-                  native_scale=True)
-    a.set_ylim(bottom=0)
-    a.set_ylabel(label)
-    a.set_xlabel("migration delay (µs)")
-fig.tight_layout()
 what = ", ".join(label for _, label in panels)
-ctx.save_figure(fig, f"S3: {what} against the migration delay", T_ERRORBARS)
+if ctx.test == "paired":
+    # a paired design (qemu: the delays interleaved within each round's boot): the difference from
+    # the baseline delay with the paired interval, at the delay's true value
+    delay = {v: d["xen"]["sched_credit"]["migration_delay_us"] for v, d in ctx.study["variants"].items()}
+    base = ctx.study["baseline"]
+    fig = plot_differences(ctx.comparisons, ctx.study["metrics"], lambda r: delay[r["variant"]],
+                           "migration delay (µs)", f"{delay[base]:g} µs", base_x=delay[base])
+    ctx.save_figure(fig, "S3: the difference of each migration delay from the baseline delay, in \\% of the "
+                    "baseline's mean, at the delay's value (hollow: the baseline)", T_PAIRED)
+else:
+    fig, axes = plt.subplots(1, len(panels), figsize=(3 * len(panels), 2.4))
+    for a, (col, label) in zip(axes, panels):
+        # the delay on a true scale (its values are not evenly spaced), the rates from zero
+        sns.pointplot(data=runs, x="delay_us", y=col, errorbar=t_errorbar(), ax=a, markersize=3, linewidth=1,
+                      native_scale=True)
+        a.set_ylim(bottom=0)
+        a.set_ylabel(label)
+        a.set_xlabel("migration delay (µs)")
+    fig.tight_layout()
+    ctx.save_figure(fig, f"S3: {what} against the migration delay", T_ERRORBARS)
 
 # %%
 cmp = ctx.comparisons

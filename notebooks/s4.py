@@ -32,7 +32,7 @@ out_dir = "paper/generated/s4"
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from schedlab.report.notebook import T_ERRORBARS, StudyContext, t_errorbar
+from schedlab.report.notebook import T_ERRORBARS, T_PAIRED, StudyContext, plot_differences, t_errorbar
 from schedlab.report.tables import fmt_signed_ci
 
 sns.set_theme(style="whitegrid", context="paper")
@@ -49,21 +49,29 @@ runs.groupby(["variant", *ctx.axes]).size().rename("runs").to_frame()
 ctx.comparisons
 
 # %% [markdown]
-# Grouped bars per policy and VM count, one panel per benchmark.
+# Grouped bars per policy and VM count, one panel per benchmark; on a paired design each
+# policy's paired difference from none instead.
 
 # %%
-metrics = [m["name"] for m in ctx.study["metrics"]]
-fig, axes = plt.subplots(1, len(metrics), figsize=(7, 2.4))
-for ax, m in zip(axes, metrics):
-    sns.barplot(data=runs, x="vms", y=m, hue="variant", errorbar=t_errorbar(), ax=ax)
-    ax.set_xlabel("VMs")
-    label = ctx.metric(m)["label"].split(" (")[0]
-    ax.set_ylabel(f"{label} ({ctx.metric(m).get('unit', '')})", fontsize=7)
-    ax.get_legend().remove()
-# one legend below the panels, clear of the bars
-fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncols=3, fontsize=7, frameon=False)
-fig.tight_layout(rect=(0, 0.1, 1, 1))
-ctx.save_figure(fig, "Each benchmark per placement policy and number of VMs", T_ERRORBARS)
+if ctx.test == "paired":
+    # a paired design (qemu: the three policies in each round's boot): each policy's difference
+    # from none with the paired interval, per number of VMs on a true scale
+    fig = plot_differences(ctx.comparisons, ctx.study["metrics"], "vms", "VMs", ctx.study["baseline"])
+    ctx.save_figure(fig, "Each policy's difference from none, in \\% of none's mean, per benchmark and number of VMs",
+                    T_PAIRED)
+else:
+    metrics = [m["name"] for m in ctx.study["metrics"]]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(7, 2.4))
+    for ax, m in zip(axes, metrics):
+        sns.barplot(data=runs, x="vms", y=m, hue="variant", errorbar=t_errorbar(), ax=ax)
+        ax.set_xlabel("VMs")
+        label = ctx.metric(m)["label"].split(" (")[0]
+        ax.set_ylabel(f"{label} ({ctx.metric(m).get('unit', '')})", fontsize=7)
+        ax.get_legend().remove()
+    # one legend below the panels, clear of the bars
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncols=3, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    ctx.save_figure(fig, "Each benchmark per placement policy and number of VMs", T_ERRORBARS)
 
 # %%
 cmp = ctx.comparisons

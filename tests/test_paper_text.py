@@ -23,6 +23,13 @@ PATTERNS = {
     r"\bfrom delay \S+ \S+ to delay": "a variant label used as a number: 'from delay 0 µs to delay 2000 µs'",
     r"\b(other|the) 0 (are|were|is)\b": "a count of nothing: 'the other 0 are'",
     r"\b0 of (the )?0\b": "a count of nothing: '0 of 0'",
+    # a zero counted in prose: "0 kick-aways", "0 on neither", "at most 0 of them", "BOOSTed 0 times"
+    # (not a number on an axis or an identifier: pCPU 0, sched_ratelimit_us=0, credit < 0 at)
+    r"(?<![\w.,=(+\-\u2212\u2013/])(?<!CPU )(?<!vCPU )0 (?!(?:us|ms|ns|s)\b)(?:[a-z][\w-]*s|[A-Z]+s|times|have|has|are|is|were|was|on (?:neither|one|both))\b": (
+        "a count of nothing in prose: '0 kick-aways, 0 on neither'"
+    ),
+    r"\bat most 0 of\b": "a count of nothing: 'at most 0 of them'",
+    r"\b(?:reproduce|reject|leave) no claims\b": "a verdict no claim got, listed: 'reproduce no claims'",
     r"for want of records": "a reason that is not one",
     r"\?\?": "an undefined value or reference",
     r"warm-up run\(s\)": "a plural left to the reader",
@@ -63,6 +70,13 @@ def test_the_patterns_catch_what_the_review_found():
         "from delay 0 µs to delay 2000 µs",
         "for want of records under the current design",
         "the yield is ?? times",
+        "there are 0 kick-aways and 0 BOOSTs on re-wake",
+        "2 are significant on both testbeds, 0 on one testbed only, 0 on neither",
+        "748 yields, 0 polls, 0 kicks",
+        "validate fewer scenarios (at most 0 of them)",
+        "with the fix it is BOOSTed 0 times",
+        "8 sit at calibration points, 0 have a single boot",
+        "the fixed rules reproduce no claims, reproduce two claims in direction only",
     ):
         assert find_defects(bad), bad
     for good in (
@@ -71,6 +85,15 @@ def test_the_patterns_catch_what_the_review_found():
         "2.5 to 25",
         "not significant; significant at two VMs",
         "none of the six claims",
+        "pinned to pCPU 0 of 4",
+        "what pCPU 0 runs",
+        "sched_ratelimit_us=0 stock",
+        "credit < 0 at accounting",
+        "so it excludes 0 exactly where starred",
+        "0 (0 boots)",
+        "0.0 [−0.32, 0.40] outside",
+        "no kick-aways or BOOSTs on re-wake",
+        "d0 (delay 0 us)",
     ):
         assert not find_defects(good), good
 

@@ -487,7 +487,8 @@ def test_small_sim_scenario_end_to_end(tmp_path):
     paths = V.write_outputs(out, tmp_path, cfg2)
     assert paths["full"].read_text().count(r"\\") >= len(df)  # every quantity
     paper = paths["tex"].read_text()  # the paper's: one row per case (base and yield at 2 VMs)
-    assert r"\label{tab:validation}" in paper and paper.count("& vms=2 &") == 2
+    # each case's point below its variant
+    assert r"\label{tab:validation}" in paper and paper.count(r"\\[-2pt]vms=2\end{tabular} &") == 2
     assert r"\label{tab:validation-effects}" in paths["effects"].read_text()
     for f in ("macros.tex", "cells.json", "scenarios.csv", "effects.csv"):
         assert (tmp_path / f).exists(), f
@@ -541,15 +542,17 @@ def test_paper_table_is_one_row_per_case_with_marks():
     lines = [ln for ln in body.splitlines() if ln.endswith(r"\\")]
     assert len(lines) == 3  # base at 2 and 1 VM, and one line for S3
     base = lines[0]
-    assert base.startswith("S0 & base & vms=2 & 3 (3) & ") and base.endswith(r"& 2/4 \\")
-    # the interval below the ratio, in small type
-    assert r"{@{}l@{}}0.80 $\times$\\[-2pt]{\scriptsize [0.70, 0.90]}\end{tabular}" in base
-    assert r"{@{}l@{}}20 $\times$\\[-2pt]{\scriptsize [3.0, 180]}" in base  # no exponent form
-    assert r"{@{}l@{}}+4.0 $\checkmark$\\[-2pt]{\scriptsize [1.0, 6.0]}" in base
-    assert lines[1].endswith(r"& calibration \\") or "calibration" in lines[1]
-    assert lines[2].startswith(r"S3 & \multicolumn{10}{l}{not measured on qemu with Xen's trace: ")
+    # the variant above its point, in one column
+    assert base.startswith(r"S0 & \begin{tabular}[t]{@{}l@{}}base\\[-2pt]vms=2\end{tabular} & 3 (3) & ")
+    assert base.endswith(r"& 2/4 \\")
+    # the interval below the ratio, at the body's size
+    assert r"{@{}l@{}}0.80 $\times$\\[-2pt][0.70, 0.90]\end{tabular}" in base
+    assert r"{@{}l@{}}20 $\times$\\[-2pt][3.0, 180]" in base  # no exponent form
+    assert r"{@{}l@{}}+4.0 $\checkmark$\\[-2pt][1.0, 6.0]" in base
+    assert lines[1].endswith(r"& $\circ$ \\")  # a calibration point
+    assert lines[2].startswith(r"S3 & \multicolumn{9}{l}{not measured on qemu with Xen's trace: ")
     assert "none of its 6 measured runs" in lines[2]
-    assert cells[f"{s0}/base/vms-2/switch-period"]["col"] == 4
+    assert cells[f"{s0}/base/vms-2/switch-period"]["col"] == 3
     res = {"rows": df, "effects": pd.DataFrame(columns=V.EFFECT_COLUMNS),
            "scenarios": pd.DataFrame([V.scenario_verdict(df, pd.DataFrame(columns=V.EFFECT_COLUMNS), cfg, s0)],
                                      columns=V.SCENARIO_COLUMNS)}  # fmt: skip

@@ -75,6 +75,77 @@ def t_errorbar(confidence: float = 95.0):
 T_ERRORBARS = "mean and its 95\\,\\% $t$-interval over runs, as in the table"
 
 
+T_PAIRED = (
+    "the table's interval of the difference: the paired $t$ over boots, each boot's difference of "
+    "the two variants run in it, at the row's Holm-adjusted level, so it excludes 0 exactly where the "
+    "table stars it"
+)
+
+
+def plot_differences(
+    cmp: pd.DataFrame, metrics: list[dict], x, xlabel: str, base_label: str, labels=None, base_x: float | None = None
+):
+    """Per metric a panel of each variant's difference from its baseline (in % of the
+    baseline's mean) with the table's interval: the figure of a paired design, whose interval is
+    that of the per-boot paired differences (two per-variant bars would overlap where the paired
+    test finds a difference). The x axis is numeric and spaced by value (`x`:
+    an axis column of `cmp`, or a function of a comparison row); the y axis holds 0, drawn as a
+    line, and every interval (an unbounded end drawn to the edge and marked by a triangle).
+    Variants sharing an x are set apart by a small offset; `labels`: {variant: legend label}.
+    `base_x`: where x is a variant's own value (a function), the baseline's, drawn as a hollow
+    marker at 0 (its difference from itself) so the axis starts where the comparison does."""
+    import matplotlib.pyplot as plt
+
+    metrics = [m for m in metrics if (cmp["metric"] == m["name"]).any()]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(min(3.0 * len(metrics), 7.5), 2.4), squeeze=False)
+    variants = list(dict.fromkeys(cmp["variant"]))
+    xs_all = np.asarray(
+        [float(x(r)) if callable(x) else float(r[x]) for _, r in cmp.iterrows()]
+        + ([base_x] if base_x is not None else [])
+    )
+    span = float(np.ptp(xs_all)) if len(xs_all) else 0.0
+    step = 0.025 * (span or 1.0)
+    for ax, m in zip(axes[0], metrics):
+        c = cmp[(cmp["metric"] == m["name"]) & np.isfinite(cmp["pct"].to_numpy(float))]
+        limits = plot_limits(c["pct"], c["pct_low"], c["pct_high"], [0.0])
+        for i, v in enumerate(variants):
+            cv = c[c["variant"] == v]
+            if not len(cv):
+                continue
+            xv = np.asarray([float(x(r)) if callable(x) else float(r[x]) for _, r in cv.iterrows()])
+            xv = xv + (i - (len(variants) - 1) / 2) * step if len(variants) > 1 and not callable(x) else xv
+            yerr, lo_open, hi_open = interval_yerr(cv["pct"], cv["pct_low"], cv["pct_high"], limits)
+            color = "C0" if callable(x) else f"C{i}"  # x names the variant: one colour
+            ax.errorbar(xv, cv["pct"], yerr=yerr, fmt="o", capsize=3, color=color, label=(labels or {}).get(v, v))
+            ax.plot(xv[hi_open], [limits[1]] * int(hi_open.sum()), "^", color=color)
+            ax.plot(xv[lo_open], [limits[0]] * int(lo_open.sum()), "v", color=color)
+        if base_x is not None:
+            ax.plot([base_x], [0.0], "o", mfc="white", color="C0")
+        ax.set_ylim(*limits)
+        ax.axhline(0, color="grey", lw=0.8)
+        ticks = sorted(set(xs_all.tolist()))
+        # a tick at every value; its label only where it clears the last one (a numeric axis reads
+        # the unlabelled tick from its neighbours: 250 between 0 and 500)
+        shown, last = [], None
+        for t in ticks:
+            keep = last is None or t - last >= 0.15 * (span or 1.0)
+            shown.append(f"{t:g}" if keep else "")
+            last = t if keep else last
+        ax.set_xticks(ticks, shown)
+        ax.tick_params(labelsize=7)
+        pad = 0.12 * (span or 1.0)
+        ax.set_xlim(min(ticks) - pad, max(ticks) + pad)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"Δ % {m.get('label', m['name']).split(' (')[0]}\n(vs {base_label})", fontsize=7)
+    if len(variants) > 1 and not callable(x):
+        handles, names = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="lower center", ncols=len(names), fontsize=7, frameon=False)
+        fig.tight_layout(rect=(0, 0.1, 1, 1))
+    else:
+        fig.tight_layout()
+    return fig
+
+
 class CalibrationError(ValueError):
     pass
 

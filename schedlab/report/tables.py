@@ -149,6 +149,25 @@ def fmt_bracket(low, high, decimals: int | None = None) -> str:
     return f"[{end(low)}, {end(high)}]"
 
 
+def fmt_value_bracket(x: float, low, high, stacked: bool = False) -> str:
+    """ "+12.3 [4.5, 20.1]" for a table cell: the value and both ends to the decimals the
+    interval allows (two significant digits of its shorter half, as fmt_delta), one decimal
+    without an interval; `stacked`: the bracket on a second line (a nested tabular), for a
+    narrow column."""
+    if not _finite(x):
+        return "--"
+    lo, hi = _end(low, -1), _end(high, 1)
+    if math.isnan(lo) or math.isnan(hi):
+        return fmt_signed(x, 1)
+    widths = [w for w in (hi - x, x - lo) if math.isfinite(w) and w > 0]
+    d = min(_decimals(min(widths)), 4) if widths else 1
+    value, bracket = fmt_signed(x, d), fmt_bracket(lo, hi, d)
+    if stacked:
+        # \\[0pt]: a bare \\ would read the bracket as its optional argument
+        return r"\begin{tabular}[t]{@{}l@{}}" + value + r"\\[0pt]" + bracket + r"\end{tabular}"
+    return f"{value} {bracket}"
+
+
 _WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
 
 
@@ -183,6 +202,44 @@ def word_list(items, conj: str = "and") -> str:
     if not items:
         raise ValueError("word_list: nothing to list")
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conj} " + items[-1]
+
+
+def count_clauses(items, total: int | None = None) -> str:
+    """ "nine are inside, 21 sit outside and one has no band": each (count, predicate) pair as a
+    clause, the count in words where natural and the predicate's verb agreeing with it (`{is_}`:
+    is/are, `{has}`: has/have, `{v}`: the singular's s, "sit{v}"); a zero count is left out (no
+    list of nothing), a count equal to `total` reads "all N" ("both"). An empty string when every count
+    is zero."""
+    parts = []
+    for n, pred in items:
+        n = int(n)
+        if n == 0:
+            continue
+        who = count_word(n)
+        if total is not None and n == total and n > 1:
+            who = "both" if n == 2 else f"all {who}"
+        one = n == 1
+        parts.append(
+            f"{who} {pred.format(is_='is' if one else 'are', has='has' if one else 'have', v='s' if one else '')}"
+        )
+    return word_list(parts) if parts else ""
+
+
+def count_phrase(items) -> str:
+    """Counted nouns, the zeros gathered at the end: "two kick-aways and two BOOSTs", "748 yields
+    and no polls or kicks", "no kick-aways or BOOSTs". items: (count, singular, plural)."""
+    items = [(int(n), one, many) for n, one, many in items]
+    parts = [counted(n, one, many) for n, one, many in items if n]
+    zeros = [many for n, _, many in items if n == 0]
+    if zeros:
+        parts.append("no " + word_list(zeros, "or"))
+    return word_list(parts)
+
+
+def times_word(n: int) -> str:
+    """ "never", "once", "twice", "three times", "1546 times"."""
+    n = int(n)
+    return {0: "never", 1: "once", 2: "twice"}.get(n) or f"{count_word(n)} times"
 
 
 def runs_text(runs: int, warmup: int) -> str:
@@ -277,9 +334,10 @@ def metric_text(m: dict) -> str:
 UNIT_TEX = {"us": r"\textmu s"}
 
 
-def metric_head(m: dict, width: int = 30) -> str:
+def metric_head(m: dict, width: int = 30, pos: str = "b", align: str = "c") -> str:
     """A table header for a metric: label [unit] and an arrow for the better direction; a
-    long label is set on two lines (a nested tabular, no extra package)."""
+    long label is set on two lines (a nested tabular, no extra package: `pos` its vertical
+    position, b for a header, t for a cell in a column; `align` its lines')."""
     label = m.get("label") or m["name"]
     arrow = r"$\uparrow$" if m["better"] == "higher" else r"$\downarrow$"
     unit = f" [{UNIT_TEX.get(m['unit'], latex_escape(m['unit']))}]" if m.get("unit") else ""
@@ -293,7 +351,7 @@ def metric_head(m: dict, width: int = 30) -> str:
     first, rest = label[:cut].strip(), label[cut:].strip()
     lines = [latex_escape(first)] + ([latex_escape(rest)] if rest else [])
     lines[-1] += f"{unit} {arrow}"
-    return r"\begin{tabular}[b]{@{}c@{}}" + r" \\ ".join(lines) + r"\end{tabular}"
+    return rf"\begin{{tabular}}[{pos}]{{@{{}}{align}@{{}}}}" + r" \\ ".join(lines) + r"\end{tabular}"
 
 
 DELTA_HEAD = r"$\Delta$\,\% (interval)"
@@ -389,6 +447,12 @@ class StudyTable:
     def _metric_head(m: dict) -> str:
         return metric_head(m)
 
+    # more value columns or metrics side by side than these run wider than the line at the body's
+    # size (S4: three metrics with a published column each; S3 on qemu: three metrics with long
+    # names); such a table is set long, one block of rows per metric
+    MAX_WIDE_COLUMNS = 6
+    MAX_WIDE_METRICS = 2
+
     def latex(self, published: bool = True) -> str:
         if self._merged():
             return self._latex_merged()
@@ -397,22 +461,22 @@ class StudyTable:
         # Absolute published values only beside a testbed that runs the seed's scale (the
         # sim); elsewhere (scaled down, TCG speeds) the published difference from the baseline.
         relative = self.testbed != "sim"
-        pub_cell = {
-            m["name"]: (
-                {
-                    (v, config.point_id(pt)): self._published(pub, m["name"], v, pt, relative)
-                    for pt in config.points(st, self.testbed)
-                    for v in st["variants"]
-                }
-                if m["name"] in pub
-                else {}
+        points = config.points(st, self.testbed)
+        has_pub = {
+            m["name"]: m["name"] in pub
+            and any(
+                self._published_value(pub, m["name"], v, pt, relative) is not None
+                for pt in points
+                for v in st["variants"]
             )
             for m in self.metrics
         }
-        has_pub = {n: any(c is not None for c in cells.values()) for n, cells in pub_cell.items()}
+        pub_head = r"published $\Delta$\,\%" if relative else "published"
+        n_values = sum(3 if has_pub[m["name"]] else 2 for m in self.metrics)
+        if n_values > self.MAX_WIDE_COLUMNS or len(self.metrics) > self.MAX_WIDE_METRICS:
+            return self._latex_long(pub, relative, has_pub, pub_head)
         groups = [(latex_escape(a), 1) for a in self.axes] + [("variant", 1)]
         columns = [("", "l")] * (len(self.axes) + 1)
-        pub_head = r"published $\Delta$\,\%" if relative else "published"
         for m in self.metrics:
             span = 3 if has_pub[m["name"]] else 2
             groups.append((self._metric_head(m), span))
@@ -420,7 +484,7 @@ class StudyTable:
         rows = []
         variants = list(st["variants"])
         row = 0
-        for point in config.points(st, self.testbed):
+        for point in points:
             for vi, v in enumerate(variants):
                 if not self._runs_of(v, point):
                     continue
@@ -433,12 +497,45 @@ class StudyTable:
                         continue
                     cells += self._value_cells(v, point, name, row, len(cells))
                     if has_pub[name]:
-                        pv = pub_cell[name][(v, config.point_id(point))]
-                        cells.append(pv if pv is not None else "--")
+                        cells.append(self._published_cell(pub, name, v, point, relative))
                 rows.append(cells)
                 row += 1
             rows.append(None)
         return self._tabular(columns, rows, groups)
+
+    def _latex_long(self, pub: dict, relative: bool, has_pub: dict, pub_head: str) -> str:
+        """The table set long: one block of rows per metric (named in its first row), then per
+        point and variant the metric's mean, difference and published value."""
+        st = self.study
+        any_pub = any(has_pub.values())
+        columns = (
+            [("metric", "l")]
+            + [(latex_escape(a), "l") for a in self.axes]
+            + [("variant", "l"), (MEAN_HEAD, "r"), (DELTA_HEAD, "r")]
+            + ([(pub_head, "r")] if any_pub else [])
+        )
+        rows, row = [], 0
+        for m in self.metrics:
+            name, first_of_metric = m["name"], True
+            for point in config.points(st, self.testbed):
+                if not config.metric_applies(m, point):
+                    continue
+                first_of_point = True
+                for v in st["variants"]:
+                    if not self._runs_of(v, point):
+                        continue
+                    # the metric on one line: a two-line name would open a gap after its first row
+                    cells = [metric_head(m, 60) if first_of_metric else ""]
+                    cells += [(latex_escape(point[a]) if first_of_point else "") for a in self.axes]
+                    cells.append(latex_escape(v))
+                    cells += self._value_cells(v, point, name, row, len(cells))
+                    if any_pub:
+                        cells.append(self._published_cell(pub, name, v, point, relative) if has_pub[name] else "")
+                    rows.append(cells)
+                    first_of_metric = first_of_point = False
+                    row += 1
+            rows.append(None)
+        return self._tabular(columns, rows)
 
     def _tabular(self, columns, rows, groups=None) -> str:
         """The tabular, keeping its parts for the table model (the report's HTML of it)."""
@@ -454,26 +551,38 @@ class StudyTable:
             columns, rows, groups, self.caption(), f"tab:{self.table_id}", preamble=r"\setlength{\tabcolsep}{3pt}"
         )
 
-    def _published(self, pub: dict, name: str, v: str, point: dict, relative: bool) -> str | None:
-        """The published cell of a variant at a point: the seed's value, or (relative) its
+    def _published_value(self, pub: dict, name: str, v: str, point: dict, relative: bool) -> float | None:
+        """The published value of a variant at a point: the seed's value, or (relative) its
         difference in % from the seed's value of the variant's baseline; None if the seed
         gives no such value."""
 
         def value(variant):
-            by = pub[name].get(variant, {})
+            by = pub.get(name, {}).get(variant, {})
             key = point[self.axes[0]]
             return by.get(str(key), by.get(key))
 
         pv = value(v)
-        if pv is None:
-            return None
-        if not relative:
-            return rf"\num{{{pv}}}"
+        if pv is None or not relative:
+            return None if pv is None else float(pv)
         base = self.study["variants"][v].get("baseline", self.study["baseline"])
         bv = value(base)
         if v == base or bv in (None, 0):
             return None
-        return fmt_signed(100 * (pv / bv - 1), 1)
+        return 100 * (pv / bv - 1)
+
+    def _published_cell(self, pub: dict, name: str, v: str, point: dict, relative: bool) -> str:
+        """The published cell, after the row's mean cell: an absolute value to the decimals of
+        that mean's interval (the precision our runs can resolve it to; three significant
+        digits beside a mean without interval), a relative one to one decimal like the text's."""
+        pv = self._published_value(pub, name, v, point, relative)
+        if pv is None:
+            return "--"
+        if relative:
+            return fmt_signed(pv, 1)
+        ci = self.cells.get(f"{v}/{config.point_id(point)}/{name}/mean", {}).get("ci")
+        if _finite(ci) and ci > 0:
+            return rf"\num{{{_fixed(pv, _decimals(ci))}}}"
+        return fmt_exact(pv, 3)
 
     def _value_cells(self, v: str, point: dict, name: str, row: int, col: int) -> list[str]:
         """mean +- CI and the Delta % cell (with its interval) of one variant, point and metric."""

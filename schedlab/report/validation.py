@@ -1318,7 +1318,7 @@ MARKS = {AGREE: AGREE_MARK, MISS: MISS_MARK, EXCUSED: KNOWN_MARK, CALIBRATION: C
 
 PAPER_CAPTION = (
     r"The simulator against real credit1 (Xen 4.17 under QEMU, with an xentrace of every scheduler "
-    r"event), one row per case: the sim/qemu ratio of each mean rate, per scheduler event or per "
+    r"event), one row per case (its variant above its point): the sim/qemu ratio of each mean rate, per scheduler event or per "
     r"{period}\,ms accounting period of guest time, with its {conf}\,\% interval (Welch, log scale; qemu "
     r"over boots), and for the guests' run-time shares the difference sim $-$ qemu in points: for S1 "
     r"the I/O VM's, otherwise the guest furthest from its qemu share. {agree}: the interval lies inside "
@@ -1339,8 +1339,8 @@ def _point_text(point_id: str, sc: dict) -> str:
 
 
 def paper_cell(r) -> str:
-    """One compact cell: sim/qemu (or the share difference) and its mark, its interval below in
-    small type."""
+    """One compact cell: sim/qemu (or the share difference) and its mark, its interval below it
+    (at the body's size, like every table's text)."""
     from schedlab.report.tables import fmt_bracket, fmt_signed
 
     below = ""
@@ -1357,7 +1357,7 @@ def paper_cell(r) -> str:
     text = f"{text} {MARKS.get(r['verdict'], '')}".strip()
     if not below:
         return text
-    return rf"\begin{{tabular}}[t]{{@{{}}l@{{}}}}{text}\\[-2pt]{{\scriptsize {below}}}\end{{tabular}}"
+    return rf"\begin{{tabular}}[t]{{@{{}}l@{{}}}}{text}\\[-2pt]{below}\end{{tabular}}"
 
 
 def _share_row(g: pd.DataFrame):
@@ -1390,6 +1390,15 @@ def _unmeasured_note(g: pd.DataFrame, sc: dict | None, every: bool) -> str:
     return f"not measured on qemu with Xen's trace{what}: {esc(why)}"
 
 
+def _two_lines(head: str) -> str:
+    """A header set on two lines, broken after its "/" or ", " (a nested tabular)."""
+    for sep in ("/", ", "):
+        if sep in head:
+            first, rest = head.split(sep, 1)
+            return rf"\begin{{tabular}}[b]{{@{{}}l@{{}}}}{first}{sep.strip()}\\{rest}\end{{tabular}}"
+    return head
+
+
 def paper_table(df: pd.DataFrame, cfg: dict):
     """The paper's compact table (table.tex, a table_model.Table) and its sidecar cells: one row
     per measured case, PAPER_COLUMNS as cells, one line per scenario for the cases not measured
@@ -1398,8 +1407,11 @@ def paper_table(df: pd.DataFrame, cfg: dict):
     from schedlab.report.tables import latex_escape as esc
 
     scs = {s["name"]: s for s in cfg["scenarios"]}
-    columns = [("", "l"), ("variant", "l"), ("point", "l"), ("boots", "r")]
-    columns += [(h, "l") for _, h in PAPER_COLUMNS] + [("agree", "r")]
+    # the variant above its point in one column (each row has two lines already: a value above
+    # its interval), so that the table fits the line at the body's size
+    columns = [("", "l"), ("case", "l"), ("boots", "r")]
+    # the quantities' headers on two lines: the table at the body's size within the line
+    columns += [(_two_lines(h), "l") for _, h in PAPER_COLUMNS] + [("agree", "r")]
     rows: list = []
     cells: dict = {}
     spans: dict[int, int] = {}  # the not-measured lines: {row: the column their note starts at}
@@ -1413,9 +1425,10 @@ def paper_table(df: pd.DataFrame, cfg: dict):
             meas = cg[cg["verdict"] != NOT_MEASURED]
             if meas.empty:
                 continue
-            row = [label if first else "", esc(v), esc(_point_text(p, sc) if sc else p)]
+            case = esc(_point_text(p, sc) if sc else p)
+            row = [label if first else "", rf"\begin{{tabular}}[t]{{@{{}}l@{{}}}}{esc(v)}\\[-2pt]{case}\end{{tabular}}"]
             row.append(f"{int(max(meas['qemu_n']))} ({max(len(x) for x in cg['qemu_runs'])})")
-            for col, (q, _) in enumerate(PAPER_COLUMNS, start=4):
+            for col, (q, _) in enumerate(PAPER_COLUMNS, start=3):
                 r = _share_row(cg) if q == "share" else next(
                     (x for _, x in meas[meas["quantity"] == q].iterrows()), None)  # fmt: skip
                 if r is None:
@@ -1426,7 +1439,7 @@ def paper_table(df: pd.DataFrame, cfg: dict):
                                      "text": row[-1], "verdict": r["verdict"]}  # fmt: skip
             counted = meas[meas["verdict"].isin(COUNTED)]
             if (v, p) in (sc or {}).get("calibration", set()):
-                row.append("calibration")
+                row.append(CAL_MARK)
             elif counted.empty:
                 row.append("--")
             else:
@@ -1439,7 +1452,7 @@ def paper_table(df: pd.DataFrame, cfg: dict):
             rows.append([label if first else "", _unmeasured_note(rest, sc, first)] + [""] * (len(columns) - 2))
     while rows and rows[-1] is None:
         rows.pop()
-    table = Table.from_rows(columns, rows, label="tab:validation")
+    table = Table.from_rows(columns, rows, label="tab:validation", preamble=r"\setlength{\tabcolsep}{3pt}")
     table.spans = spans
     table.caption = PAPER_CAPTION.format(
         period=f"{cfg['period_s'] * 1000:g}", conf=f"{cfg['band']['confidence']:g}", seeds=len(cfg["seeds"]),
@@ -1448,12 +1461,18 @@ def paper_table(df: pd.DataFrame, cfg: dict):
 
 
 def _effect_text(x, lo, hi) -> str:
+    """The % change and its interval below it (a nested tabular: the column stays narrow)."""
     if not _fin(x):
         return "--"
-    pct = f"{(x - 1) * 100:+.0f}\\,\\%"
+    pct = f"{(x - 1) * 100:+.0f}\\,\\%".replace("-", "$-$")
     if _fin(lo) and _fin(hi):
-        pct += rf" {{\scriptsize [{(lo - 1) * 100:+.0f}, {(hi - 1) * 100:+.0f}]}}"
-    return pct.replace("-", "$-$")
+        return _stacked(pct, f"[{(lo - 1) * 100:+.0f}, {(hi - 1) * 100:+.0f}]".replace("-", "$-$"))
+    return pct
+
+
+def _stacked(*lines: str) -> str:
+    """Cells on lines of their own in one table cell (a nested tabular, top-aligned)."""
+    return r"\begin{tabular}[t]{@{}l@{}}" + r"\\[-2pt]".join(lines) + r"\end{tabular}"
 
 
 EFFECT_MARKS = {REPRODUCED: r"$\checkmark$", NOT_REPRODUCED: r"$\times$", NONE_ON_XEN: "", EFFECT_UNTESTABLE: ""}
@@ -1466,13 +1485,20 @@ def effects_table(eff: pd.DataFrame, cfg: dict) -> str:
     from schedlab.report.tables import latex_table, render_tabular
 
     scs = {s["name"]: s for s in cfg["scenarios"]}
-    columns = [("study", "l"), ("comparison", "l"), ("metric", "l"), ("point", "l"), ("boots", "r"),
-               ("real Xen", "l"), ("simulator", "l"), ("", "l")]  # fmt: skip
-    rows = []
+    # the comparison above its metric in one column, each value above its interval: the table at
+    # the body's size within the line
+    columns = [("study", "l"), ("comparison, metric", "l"), ("point", "l"), ("boots", "r"),
+               ("real Xen", "l"), ("simulator", "l"), ("", r">{\raggedright\arraybackslash}p{2.1cm}")]  # fmt: skip
+    rows: list = []
+    prev = None
     for _, r in eff.iterrows():
         sc = scs.get(r["scenario"])
+        if rows and r["scenario"] != prev:
+            rows.append(None)  # space between the studies: each row has two lines
+        prev = r["scenario"]
         rows.append([
-            esc(sc["qemu"]["study"].upper() if sc else r["scenario"]), esc(f"{r['b']} vs {r['a']}"), esc(r["metric"]),
+            esc(sc["qemu"]["study"].upper() if sc else r["scenario"]),
+            _stacked(esc(f"{r['b']} vs {r['a']}"), esc(r["metric"])),
             esc(_point_text(r["point"], sc) if sc else r["point"]),
             f"{r['xen_boots_b']}/{r['xen_boots_a']}" + ("p" if r["paired"] else ""),
             _effect_text(r["xen"], r["xen_low"], r["xen_high"]), _effect_text(r["sim"], r["sim_low"], r["sim_high"]),
@@ -1487,7 +1513,9 @@ def effects_table(eff: pd.DataFrame, cfg: dict) -> str:
         r"effect; untestable: fewer than two boots a side. boots: b/a. Regenerate: "
         r"\texttt{schedlab validate-sim}."
     )
-    return latex_table(render_tabular(columns, rows), caption, "tab:validation-effects")
+    return latex_table(
+        r"\setlength{\tabcolsep}{4pt}" + "\n" + render_tabular(columns, rows), caption, "tab:validation-effects"
+    )
 
 
 def calibrated_table(cfg: dict) -> str:
@@ -1566,7 +1594,7 @@ def macros(res: dict[str, pd.DataFrame], cfg: dict | None = None) -> dict[str, s
     ID/diff, ID/interval, ID/band, ID/verdict, ID/miss only when it misses), every effect
     (effect/SCENARIO/METRIC/POINT/{xen,xen-interval,sim,sim-interval,verdict,boots}) and the
     band's margins (band/SCENARIO/QUANTITY)."""
-    from schedlab.report.tables import fmt_bracket, fmt_signed
+    from schedlab.report.tables import count_clauses, count_word, fmt_bracket, fmt_signed
     from schedlab.report.tables import latex_escape as esc
 
     df, eff, scv = res["rows"], res["effects"], res["scenarios"]
@@ -1582,6 +1610,16 @@ def macros(res: dict[str, pd.DataFrame], cfg: dict | None = None) -> dict[str, s
         "excused": str(int((df["verdict"] == EXCUSED).sum())),
         "unmeasured": str(int((df["verdict"] == NOT_MEASURED).sum())),
     }
+    # for the text: the rows not counted, by reason, the reasons no row has left out
+    m["agree-words"] = count_word(int(m["agree"]), zero="none")
+    uncounted = count_clauses(
+        [
+            (m["calibration"], "sit{v} at calibration points"),
+            (m["one-boot"], "{has} a single boot"),
+            (m["no-band"], "{has} no band"),
+        ]
+    )
+    m["uncounted"] = f"; {uncounted}" if uncounted else ""
     model = scv[scv["model"] == MODEL]
     m["validated"] = str(int((model["verdict"] == VALIDATED).sum()))
     m["scenarios"] = str(len(model))
@@ -1847,7 +1885,9 @@ def kill_matrix_tex(km: pd.DataFrame, cfg: dict) -> str:
     mut = {m["name"]: m for m in cfg["mutants"]}
     names = [s["name"] for s in cfg["scenarios"]]
     label = {s["name"]: s["qemu"]["study"].upper() for s in cfg["scenarios"]}
-    columns = [("simulator", "l"), ("knocks out (Xen function)", "l")]
+    # the simulator and what it knocks out in one wrapping column, the switch's name breakable
+    # after its underscores: the table at the body's size within the line
+    columns = [("simulator: what it knocks out (Xen function)", r">{\raggedright\arraybackslash}p{5.2cm}")]
     columns += [(esc(label[n]), "l") for n in names] + [("validated", "r"), ("killed", "l")]
     rows = []
     for _, r in km.iterrows():
@@ -1860,17 +1900,17 @@ def kill_matrix_tex(km: pd.DataFrame, cfg: dict) -> str:
                 "its scenario's variants",
             )
         else:
-            first = r"\texttt{KO\_" + esc(who.upper()) + "}"
-            what = esc(f"{mut[who]['mechanism']} ({mut[who]['xen']})")
+            first = r"\texttt{KO\_" + esc(who.upper()).replace(r"\_", r"\_\allowbreak{}") + "}"
+            what = esc(f"{mut[who]['mechanism']} ({mut[who]['xen']})").replace(r"\_", r"\_\allowbreak{}")
         cells = []
         for n in names:
             mark = KM_MARK.get(r[n], esc(r[n]))
             if r[n] in (VALIDATED, NOT_VALIDATED) and r[f"{n} rows"]:
-                mark += rf" {{\scriptsize {r[f'{n} rows']}}}"
+                mark += f" {r[f'{n} rows']}"
             if who in mut and mut[who]["exercised_by"] == n:
                 mark = rf"\underline{{{mark}}}"
             cells.append(mark)
-        rows.append([first, what, *cells, f"{r['validated']} of {r['of']}", esc(r["killed"])])
+        rows.append([f"{first}: {what}", *cells, f"{r['validated']} of {r['of']}", esc(r["killed"])])
     caption = (
         r"The validation's power: the simulator as it is (the model), with each scenario's own variants swapped, "
         r"and with one credit1 mechanism knocked out at a time (a compile-time switch in \texttt{sim/src} named "
@@ -1907,7 +1947,7 @@ def write_kill_matrix(verdict_files: list[Path], out_dir: Path, cfg: dict) -> pd
     """kill-matrix.csv, kill-matrix.tex and kill-macros.tex in out_dir from the scenarios.csv of
     the model's validation and of each mutant's (the mutant's name is its folder's)."""
     from schedlab.core.files import atomic_write
-    from schedlab.report.tables import write_macros
+    from schedlab.report.tables import count_word, write_macros
 
     frames = []
     for f in verdict_files:
@@ -1939,6 +1979,9 @@ def write_kill_matrix(verdict_files: list[Path], out_dir: Path, cfg: dict) -> pd
     m["swaps"], m["swaps-killed"] = str(len(swaps)), str(int((swaps["killed"] == "yes").sum()))
     killed = muts[muts["killed"] == "yes"]
     m["killed-max-validated"] = str(int(killed["validated"].max())) if len(killed) else "0"
+    # for the text: how many scenarios the killed mutants still validate, "none" rather than "at most 0"
+    most = int(killed["validated"].max()) if len(killed) else 0
+    m["killed-validated"] = f"at most {count_word(most)} of them" if most else "none of them"
     m["mutants-survived"] = str(int((muts["killed"] == "no").sum()))
     m["swaps-testable"] = str(int((swaps["killed"] != "untestable").sum()))
     for _, r in muts[muts["killed"] == "no"].iterrows():

@@ -786,6 +786,12 @@ def write(
 ) -> dict:
     out = Path(out) if out else paper_dir / "generated" / "verdicts"
     out.mkdir(parents=True, exist_ok=True)
+    # the folder as a command names it: paper/generated/verdicts, or .../verdicts/sweep for the
+    # paper's table with the robustness column (the caption's regenerate command names its own file)
+    try:
+        where = "paper/" + out.resolve().relative_to(Path(paper_dir).resolve()).as_posix()
+    except ValueError:
+        where = out.as_posix()
     hashes = []
     for s, tb in sorted(pairs):
         p = paper_dir / "generated" / s / f"{tb}-cells.json"
@@ -857,7 +863,8 @@ def write(
         + r"}"
         + ("" if len(testbeds) == 1 else r"--\ref{tab:verdict-evidence-" + testbeds[-1] + "}")
         + r". Regenerate: \texttt{snakemake -c2 "
-        rf"paper/generated/verdicts/table.tex}}; sidecars \texttt{{sha256:{data_hash[:16]}}}."
+        + latex_escape(where)
+        + rf"/table.tex}}; sidecars \texttt{{sha256:{data_hash[:16]}}}."
     )
     side = write_sidecar(
         out / "cells.json",
@@ -890,7 +897,9 @@ def write(
             rf"The evidence behind the {latex_escape(tb)} column of Table~\ref{{tab:verdicts}}: each claim's verdict, "
             r"its reason (the deciding comparison) and every comparison the claim rests on. Differences in \% with "
             r"the interval at the row's Holm-adjusted level; $^{*}$ significant, $^{\approx}$ equivalent "
-            r"(Holm-adjusted). Every cell lists its comparisons and runs in \texttt{paper/generated/verdicts/cells.json}.",
+            r"(Holm-adjusted). Every cell lists its comparisons and runs in \texttt{"
+            + latex_escape(where)
+            + "/cells.json}.",
             f"tab:verdict-evidence-{tb}",
         ).write(out / f"evidence-{tb}.tex", title=f"The evidence behind the {tb} verdicts")
     macros = {"n": str(len(rows))}
@@ -911,6 +920,18 @@ def write(
             macros[f"{tb}/{_slug(cat)}-of-n"] = of_n(k, len(rows))
     for tb in testbeds:
         macros[f"{tb}/counts"] = counts_phrase([r.results[tb][0] for r in rows])
+        # what the rules do, for the abstract and the conclusion, without the verdicts no claim got
+        k = {cat: sum(r.results[tb][0] == cat for r in rows) for cat in CATEGORIES}
+        does = [
+            (k[REPRODUCED], "reproduce {}"),
+            (k[DIRECTION], "reproduce {} only in direction"),
+            (k[NOT], "reject {}"),
+        ]
+        parts = [what.format(counted(n, "claim")) for n, what in does if n]
+        macros[f"{tb}/rules-decide"] = word_list(parts) if parts else "decide no claim"
+        if k[UNTESTABLE]:
+            parts.append(f"leave {counted(k[UNTESTABLE], 'claim')} untestable")
+        macros[f"{tb}/rules-do"] = word_list(parts) if parts else "decide no claim"
     if robust:
         macros.update(robustness_macros(rows, robust))
     write_macros(out / "macros.tex", "verdicts", macros)

@@ -125,6 +125,14 @@ def failed_fields(e: RunFailed, started: str, t0: float) -> dict:
     }
 
 
+def write_record(folder: Path, record: dict) -> Path:
+    """The one record writer: every raw record of a run (a study's runs, the sensitivity sweep's,
+    a benchmark pack's) is written here, through schedlab.store
+    (strict JSON, checksummed, written once, never overwritten). tests/test_repo.py holds that
+    nothing else in the package calls the store's writer."""
+    return store.write_record(folder, record)
+
+
 def require_registered(study: dict, testbed_name: str) -> None:
     """Refuse a confirmatory run whose design is not committed (registration_problem)."""
     why = registration_problem(study)
@@ -142,7 +150,8 @@ def index_plan(order: list[dict]) -> dict[tuple, dict]:
 
 class PointRunner:
     """Runs the repetitions of one (study, testbed, variant, point), and writes their records:
-    the one record writer of the study runs and of the sensitivity sweep (schedlab.sweep)."""
+    through the one record writer (write_record): the study runs and the sensitivity sweep
+    (schedlab.sweep)."""
 
     def __init__(
         self,
@@ -350,7 +359,7 @@ class PointRunner:
                 failure = {**base, **failed_fields(e, started, t0)}
                 while True:
                     try:
-                        store.write_record(
+                        write_record(
                             self.folder, {**failure, "run_id": f"{run_id}.failed{attempt}", "attempt": attempt}
                         )
                         break
@@ -373,7 +382,7 @@ class PointRunner:
                 # the tree may have changed while the run ran: then it is not confirmatory
                 rec["provenance"] = {**rec["provenance"], **_worst(base["provenance"], repo_state(fresh=True))}
             try:
-                store.write_record(self.folder, rec)
+                write_record(self.folder, rec)
             except store.RecordExists:  # a concurrent run-study landed this run first: reuse its record
                 theirs = store.read_record(path)
                 if store.check_record(path, theirs):

@@ -16,7 +16,8 @@
 
 # %% [markdown]
 # # The simulator against real credit1, event by event and effect by effect
-# Scenarios of `config/validation.yaml` run on the simulator (several seeds) beside the
+# Scenarios of `config/validation.yaml` run on the simulator (several seeds; the run stage's
+# records, listed in `runs`: this notebook reads them, it never runs the simulator) beside the
 # qemu records of the same studies that carry an xentrace of every scheduler event
 # (`counters.sched_events`). The real side's unit is the boot: a run enters as its boot's
 # mean, and every interval counts boots. Rates per scheduler event and per 30 ms accounting
@@ -33,6 +34,7 @@
 # %% tags=["parameters"]
 config_file = "config/validation.yaml"
 data_dir = "data"
+runs = "data/runs/validation/model.json"  # the mirror's runs (python -m schedlab.mirror run)
 out_dir = "paper/generated/validation"
 scenario = ""       # one scenario by name; empty: all
 
@@ -51,7 +53,7 @@ from schedlab.report.notebook import repo_root
 
 root = repo_root()
 cfg = validation.load(root / config_file)
-res = validation.build(cfg, root / data_dir, config.load_config()["seed"], scenario or None)
+res = validation.build(cfg, root / data_dir, config.load_config()["seed"], scenario or None, runs=root / runs)
 paths = validation.write_outputs(res, root / out_dir, cfg)
 print("\n".join(validation.summary(res)))
 res["scenarios"]

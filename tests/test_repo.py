@@ -239,3 +239,58 @@ def test_the_record_writer_check_can_fail(tmp_path):
         "keep = st.write_record\n"
     )
     assert record_writer_uses(f) == [2, 4, 6, 9]
+
+
+# what runs a simulator or a testbed, or writes records: the report stage imports none of them
+MEASURING = {"run", "run_sim_case", "run_scenario", "MirrorTestbed", "SnapshotSim", "PointRunner", "sweep",
+             "check_binary", "write_record", "run_study"}  # fmt: skip
+
+
+def measuring_imports(path: Path) -> list[str]:
+    """What a Python file imports that measures: a testbed or the testing hosts, the run stage's
+    runner (schedlab.run), a process runner (subprocess), or a name in MEASURING."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        mods = []
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mods = [node.module or ""]
+            out += [f"{node.lineno}: {a.name}" for a in node.names if a.name in MEASURING]
+            if node.module == "schedlab":
+                mods += [f"schedlab.{a.name}" for a in node.names]
+        for m in mods:
+            if m == "subprocess" or m == "schedlab.run" or m.startswith(("schedlab.testbeds", "schedlab.testing")):
+                out.append(f"{node.lineno}: {m}")
+    return out
+
+
+def test_the_report_stage_does_not_measure():
+    """The report stage reads records: no module of schedlab/report runs the simulator, a
+    testbed or a process, or writes a record (the validation's and the sensitivity sweep's sim
+    runs are the run stage's: schedlab.mirror, schedlab.sweep)."""
+    found = {
+        p.relative_to(ROOT).as_posix(): measuring_imports(p)
+        for p in sorted((ROOT / "schedlab" / "report").rglob("*.py"))
+        if measuring_imports(p)
+    }
+    assert not found, found
+
+
+def test_the_report_stage_check_can_fail(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text(
+        "import subprocess\n"
+        "from schedlab.mirror import load, run_sim_case\n"
+        "from schedlab import run, store\n"
+        "from schedlab.testbeds.sim import ensure_binary\n"
+    )
+    assert measuring_imports(f) == [
+        "1: subprocess",
+        "2: run_sim_case",
+        "3: run",
+        "3: schedlab.run",
+        "4: schedlab.testbeds.sim",
+    ]

@@ -24,7 +24,7 @@
 
 # %% tags=["parameters"]
 testbeds = "sim"
-pairs = ""          # reported (study, testbed) results, "STUDY:TESTBED,..."; empty: every study on every testbed
+pairs = ""  # reported (study, testbed) results, "STUDY:TESTBED,..."; empty: every study on every testbed
 studies_dir = "config/studies"
 paper_dir = "paper"
 out_dir = "paper/generated/agreement"
@@ -49,6 +49,7 @@ df
 # The table for the paper, and one macro per testbed and verdict. A published
 # value inside our interval is not contradicted by it, which is not agreement:
 # that would take an equivalence test.
+
 
 # %%
 def metric_name(study, metric):
@@ -79,31 +80,44 @@ for tb in tbs:
 rows, cells = [], {}
 for i, r in df.iterrows():
     ratio = "/" in r["kind"]
-    row = [r["study"].upper(), metric_name(r["study"], r["metric"]),
-           esc(r["variant"]) + ("" if ratio else f" vs {esc(r['kind'][3:])}"),
-           esc(r["point"]) + (f" ({esc(r['kind'])})" if ratio else ""), num(r["published"], ratio=ratio)]
+    row = [
+        r["study"].upper(),
+        metric_name(r["study"], r["metric"]),
+        esc(r["variant"]) + ("" if ratio else f" vs {esc(r['kind'][3:])}"),
+        esc(r["point"]) + (f" ({esc(r['kind'])})" if ratio else ""),
+        num(r["published"], ratio=ratio),
+    ]
     for tb in tbs:
-        row += [num(r.get(tb), r.get(f"{tb}_low"), r.get(f"{tb}_high"), ratio),
-                esc(str(r.get(f"{tb}_verdict", "--")))]
+        row += [num(r.get(tb), r.get(f"{tb}_low"), r.get(f"{tb}_high"), ratio), esc(str(r.get(f"{tb}_verdict", "--")))]
         runs = r.get(f"{tb}_runs")
         cells[f"{r['study']}/{r['variant']}/{r['point']}/{r['metric']}/{tb}"] = {
-            "row": int(i), "col": 5 + 2 * tbs.index(tb), "text": row[-2],
+            "row": int(i),
+            "col": 5 + 2 * tbs.index(tb),
+            "text": row[-2],
             "value": None if missing(r.get(tb)) else float(r[tb]),
-            "low": r.get(f"{tb}_low"), "high": r.get(f"{tb}_high"),
-            "stat": ("ratio of means" if ratio else
-                     "difference in % of the baseline mean, interval at the row's Holm-adjusted level"),
-            "runs": runs if isinstance(runs, list) else []}
+            "low": r.get(f"{tb}_low"),
+            "high": r.get(f"{tb}_high"),
+            "stat": (
+                "ratio of means"
+                if ratio
+                else "difference in % of the baseline mean, interval at the row's Holm-adjusted level"
+            ),
+            "runs": runs if isinstance(runs, list) else [],
+        }
     rows.append(row)
-caption = (r"Published differences (\%, or ratios where only one variant was quoted) beside ours, with our "
-           r"interval at the row's Holm-adjusted level (the study table's). ``inside the interval'': the "
-           r"published value lies inside it, so our runs do not contradict it (agreement would take an "
-           r"equivalence test); ``same direction'': outside it, significant, with the same sign; ``opposite'': "
-           r"outside, significant, with the other sign; ``outside, no detectable difference'': outside it, and "
-           r"the interval holds 0. Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}.")
+caption = (
+    r"Published differences (\%, or ratios where only one variant was quoted) beside ours, with our "
+    r"interval at the row's Holm-adjusted level (the study table's). ``inside the interval'': the "
+    r"published value lies inside it, so our runs do not contradict it (agreement would take an "
+    r"equivalence test); ``same direction'': outside it, significant, with the same sign; ``opposite'': "
+    r"outside, significant, with the other sign; ``outside, no detectable difference'': outside it, and "
+    r"the interval holds 0. Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}."
+)
 (root / out_dir).mkdir(parents=True, exist_ok=True)
 side = write_sidecar(root / out_dir / "cells.json", {"table": "agreement", "cells": cells})
 Table.from_rows(columns, rows, groups, caption, "tab:agreement").write(
-    root / out_dir / "table.tex", sidecar=side, title="Agreement with the published figures")
+    root / out_dir / "table.tex", sidecar=side, title="Agreement with the published figures"
+)
 macros = {"rows": str(len(df))}
 for tb in tbs:
     v = df.get(f"{tb}_verdict")
@@ -125,32 +139,55 @@ macros
 
 # %%
 pair_list = [tuple(p.split(":", 1)) for p in pairs.split(",") if p] or [
-    (s, tb) for s, st in studies.items() for tb in tbs if tb in st["testbeds"]]
+    (s, tb) for s, st in studies.items() for tb in tbs if tb in st["testbeds"]
+]
 xdf = agreement.cross(studies, pair_list, root / paper_dir)
 xcells, xmacros, xrows = {}, {}, []
-xcolumns = [("study", "l"), ("metric", "l"), ("variant", "l"), ("point", "l"),
-            (r"sim $\Delta$\,\% [interval]", "l"), ("testbed", "l"), (r"$\Delta$\,\% [interval]", "l"),
-            ("verdict", "l")]
+xcolumns = [
+    ("study", "l"),
+    ("metric", "l"),
+    ("variant", "l"),
+    ("point", "l"),
+    (r"sim $\Delta$\,\% [interval]", "l"),
+    ("testbed", "l"),
+    (r"$\Delta$\,\% [interval]", "l"),
+    ("verdict", "l"),
+]
 for i, r in xdf.iterrows():
-    row = [r["study"].upper(), metric_name(r["study"], r["metric"]), esc(r["variant"]), esc(r["point"]),
-           num(r["base_value"], r["base_low"], r["base_high"]), esc(r["testbed"]),
-           num(r["value"], r["low"], r["high"]), esc(r["verdict"])]
+    row = [
+        r["study"].upper(),
+        metric_name(r["study"], r["metric"]),
+        esc(r["variant"]),
+        esc(r["point"]),
+        num(r["base_value"], r["base_low"], r["base_high"]),
+        esc(r["testbed"]),
+        num(r["value"], r["low"], r["high"]),
+        esc(r["verdict"]),
+    ]
     xcells[f"{r['study']}/{r['testbed']}/{r['variant']}/{r['point']}/{r['metric']}"] = {
-        "row": int(i), "col": 6, "text": row[6], "value": None if missing(r["value"]) else float(r["value"]),
-        "low": r["low"], "high": r["high"],
+        "row": int(i),
+        "col": 6,
+        "text": row[6],
+        "value": None if missing(r["value"]) else float(r["value"]),
+        "low": r["low"],
+        "high": r["high"],
         "stat": "difference in % of the baseline mean on this testbed, beside the simulator's",
-        "runs": list(r["runs"])}
+        "runs": list(r["runs"]),
+    }
     xrows.append(row)
-xcaption = (r"The simulator's differences beside the other testbeds' at the points both ran (\%, with each "
-            r"table's interval at the row's Holm-adjusted level; significance Holm-adjusted within each "
-            r"testbed's table). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/testbeds.tex}.")
+xcaption = (
+    r"The simulator's differences beside the other testbeds' at the points both ran (\%, with each "
+    r"table's interval at the row's Holm-adjusted level; significance Holm-adjusted within each "
+    r"testbed's table). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/testbeds.tex}."
+)
 xside = write_sidecar(root / out_dir / "testbeds-cells.json", {"table": "agreement-testbeds", "cells": xcells})
 Table.from_rows(xcolumns, xrows, None, xcaption, "tab:agreement-testbeds").write(
-    root / out_dir / "testbeds.tex", sidecar=xside, title="Agreement between testbeds")
+    root / out_dir / "testbeds.tex", sidecar=xside, title="Agreement between testbeds"
+)
 xmacros["rows"] = str(len(xdf))
 for v in agreement.CROSS_VERDICTS:
     xmacros[v.replace(" ", "-")] = str(int((xdf["verdict"] == v).sum())) if len(xdf) else "0"
-for (s, tb), g in (xdf.groupby(["study", "testbed"]) if len(xdf) else []):
+for (s, tb), g in xdf.groupby(["study", "testbed"]) if len(xdf) else []:
     for v in agreement.CROSS_VERDICTS:
         xmacros[f"{s}/{tb}/{v.replace(' ', '-')}"] = str(int((g["verdict"] == v).sum()))
     xmacros[f"{s}/{tb}/rows"] = str(len(g))

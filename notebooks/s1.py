@@ -64,12 +64,18 @@ for a in axes:
 # one legend below the panels, clear of the bars
 fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncols=2, fontsize=7, frameon=False)
 fig.tight_layout(rect=(0, 0.1, 1, 1))
-ctx.save_figure(fig, "The I/O VM's throughput and latency, alone and co-run with a CPU-bound VM on its pCPU, "
-                "with the pre-4.7 (bug) and the fixed wake path; latency on a log scale", T_ERRORBARS)
+ctx.save_figure(
+    fig,
+    "The I/O VM's throughput and latency, alone and co-run with a CPU-bound VM on its pCPU, "
+    "with the pre-4.7 (bug) and the fixed wake path; latency on a log scale",
+    T_ERRORBARS,
+)
+
 
 # %%
 def mean(v, mode, m):
     return runs[(runs.variant == v) & (runs["mode"] == mode)][m].mean()
+
 
 macros = {}
 for v in ctx.study["variants"]:

@@ -73,9 +73,12 @@ for ax, m in zip(np.atleast_1d(axes), ctx.study["metrics"]):
     ax.set_xlabel("vCPUs per pCPU")
     ax.set_ylabel(f"Δ % {m['label'].split(' (')[0]}\n(PV vs ticket)")
 fig.tight_layout()
-ctx.save_figure(fig, "Difference of PV ticketlocks from plain ticket locks, in \\% of the ticket-lock mean, per "
-                "vCPUs per pCPU; an unbounded interval end is drawn to the panel's edge and marked by a triangle",
-                "the table's interval of the difference, at the row's Holm-adjusted level")
+ctx.save_figure(
+    fig,
+    "Difference of PV ticketlocks from plain ticket locks, in \\% of the ticket-lock mean, per "
+    "vCPUs per pCPU; an unbounded interval end is drawn to the panel's edge and marked by a triangle",
+    "the table's interval of the difference, at the row's Holm-adjusted level",
+)
 
 # %%
 macros = {}

@@ -67,7 +67,10 @@ ctx.save_figure(fig, "Each benchmark per placement policy and number of VMs", T_
 
 # %%
 cmp = ctx.comparisons
-macros = {f"pct/{c['metric']}/{c['variant']}/vms-{c['vms']}": fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"]) for _, c in cmp.iterrows()}
+macros = {
+    f"pct/{c['metric']}/{c['variant']}/vms-{c['vms']}": fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"])
+    for _, c in cmp.iterrows()
+}
 # Where the vCPUs ran (testbeds that trace the hypervisor): mean share of run time on the
 # home node per variant and point, the number the text quotes beside the comparisons.
 if "home_share" in runs:

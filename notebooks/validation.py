@@ -36,7 +36,7 @@ config_file = "config/validation.yaml"
 data_dir = "data"
 runs = "data/runs/validation/model.json"  # the mirror's runs (python -m schedlab.mirror run)
 out_dir = "paper/generated/validation"
-scenario = ""       # one scenario by name; empty: all
+scenario = ""  # one scenario by name; empty: all
 
 # %%
 import math
@@ -89,7 +89,10 @@ labels = [f"{scs[r.scenario]['qemu']['study'].upper()} {r.b} vs {r.a}\n{r.metric
 sns.set_theme(style="whitegrid", context="paper")
 fig, ax = plt.subplots(figsize=(6.4, 0.45 * max(len(eff), 1) + 1.2))
 for i, r in enumerate(eff.itertuples()):
-    for side, off, color, name in (("xen", -0.15, "tab:blue", "real Xen (boots)"), ("sim", 0.15, "tab:orange", "simulator (seeds)")):
+    for side, off, color, name in (
+        ("xen", -0.15, "tab:blue", "real Xen (boots)"),
+        ("sim", 0.15, "tab:orange", "simulator (seeds)"),
+    ):
         x, lo, hi = fin(getattr(r, side)), fin(getattr(r, f"{side}_low")), fin(getattr(r, f"{side}_high"))
         if not math.isfinite(x):
             continue

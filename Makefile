@@ -63,7 +63,7 @@ test-all: deps-test $(VENV)/.installed
 # ruff (lint and format, configured in pyproject.toml), the workflow's format and lints.
 lint: deps-base $(VENV)/.installed
 	ruff check schedlab tests benchmarks notebooks
-	ruff format --check schedlab tests benchmarks
+	ruff format --check schedlab tests benchmarks notebooks
 	snakefmt --check .
 	$(SNAKEMAKE) --lint
 

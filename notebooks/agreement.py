@@ -24,7 +24,7 @@
 
 # %% tags=["parameters"]
 testbeds = "sim"
-pairs = ""          # reported (study, testbed) results, "STUDY:TESTBED,..."; empty: every study on every testbed
+pairs = ""  # reported (study, testbed) results, "STUDY:TESTBED,..."; empty: every study on every testbed
 studies_dir = "config/studies"
 paper_dir = "paper"
 out_dir = "paper/generated/agreement"
@@ -49,6 +49,7 @@ df
 # The table for the paper, and one macro per testbed and verdict. A published
 # value inside our interval is not contradicted by it, which is not agreement:
 # that would take an equivalence test.
+
 
 # %%
 def metric_name(study, metric):
@@ -75,6 +76,8 @@ def num(x, lo=math.nan, hi=math.nan, ratio=False, stacked=True):
 # per study, the study and metric named once: at the body's size within the line
 RAG = r">{\raggedright\arraybackslash}"
 multi = len(tbs) > 1
+
+
 def stacked(*lines):
     """Cells on lines of their own in one cell (each row has two lines already: a value above its interval)."""
     return r"\begin{tabular}[t]{@{}l@{}}" + r"\\[0pt]".join(lines) + r"\end{tabular}"
@@ -82,8 +85,12 @@ def stacked(*lines):
 
 # one line a row (the table's 40-odd rows fit a page): the verdicts in short words, which the
 # caption defines
-SHORT = {agreement.INSIDE: "inside", "same direction": "same sign", "opposite": "opposite",
-         agreement.NO_DIFFERENCE: "none detected"}
+SHORT = {
+    agreement.INSIDE: "inside",
+    "same direction": "same sign",
+    "opposite": "opposite",
+    agreement.NO_DIFFERENCE: "none detected",
+}
 columns = [("study", "l"), ("metric", RAG + "p{2.1cm}"), ("variant", "l"), ("point", "l"), ("published", "r")]
 columns += [("testbed", "l")] if multi else []
 columns += [(r"$\Delta$\,\% [interval]", "l"), ("verdict", "l")]
@@ -95,40 +102,62 @@ for _, r in df.iterrows():
             continue
         if prev[0] is not None and r["study"] != prev[0]:
             rows.append(None)
-        row = [r["study"].upper() if r["study"] != prev[0] else "",
-               metric_name(r["study"], r["metric"]).replace("/", r"/\allowbreak{}")
-               if (r["study"], r["metric"]) != prev else "",
-               esc(r["variant"]),
-               esc(r["kind"]) if ratio else esc(r["point"]), num(r["published"], ratio=ratio)]
+        row = [
+            r["study"].upper() if r["study"] != prev[0] else "",
+            metric_name(r["study"], r["metric"]).replace("/", r"/\allowbreak{}")
+            if (r["study"], r["metric"]) != prev
+            else "",
+            esc(r["variant"]),
+            esc(r["kind"]) if ratio else esc(r["point"]),
+            num(r["published"], ratio=ratio),
+        ]
         row += [esc(tb)] if multi else []
         verdict = str(r.get(f"{tb}_verdict", "--"))
-        row += [num(r.get(tb), r.get(f"{tb}_low"), r.get(f"{tb}_high"), ratio, stacked=False),
-                esc(SHORT.get(verdict, verdict))]
+        row += [
+            num(r.get(tb), r.get(f"{tb}_low"), r.get(f"{tb}_high"), ratio, stacked=False),
+            esc(SHORT.get(verdict, verdict)),
+        ]
         prev = (r["study"], r["metric"])
         runs = r.get(f"{tb}_runs")
         cells[f"{r['study']}/{r['variant']}/{r['point']}/{r['metric']}/{tb}"] = {
-            "row": sum(x is not None for x in rows), "col": len(row) - 2, "text": row[-2],
+            "row": sum(x is not None for x in rows),
+            "col": len(row) - 2,
+            "text": row[-2],
             "value": None if missing(r.get(tb)) else float(r[tb]),
-            "low": r.get(f"{tb}_low"), "high": r.get(f"{tb}_high"),
-            "stat": ("ratio of means" if ratio else
-                     "difference in % of the baseline mean, interval at the row's Holm-adjusted level"),
-            "runs": runs if isinstance(runs, list) else []}
+            "low": r.get(f"{tb}_low"),
+            "high": r.get(f"{tb}_high"),
+            "stat": (
+                "ratio of means"
+                if ratio
+                else "difference in % of the baseline mean, interval at the row's Holm-adjusted level"
+            ),
+            "runs": runs if isinstance(runs, list) else [],
+        }
         rows.append(row)
-caption = (r"Published differences (\%, or ratios where only one variant was quoted, as point / first point) "
-           r"beside ours, each variant against its study's baseline ("
-           + esc(", ".join(f"{st.upper()}: {base}" for st, base in dict.fromkeys(
-               (r["study"], r["kind"][3:]) for _, r in df.iterrows() if r["kind"].startswith("vs "))))
-           + r"), with our interval at the row's Holm-adjusted level (the study table's)"
-           + (r"; a testbed's row only where it measured the difference" if multi else "")
-           + r". ``inside'': the "
-           r"published value lies inside it, so our runs do not contradict it (agreement would take an "
-           r"equivalence test); ``same sign'': outside it, significant, in the same direction; ``opposite'': "
-           r"outside, significant, in the other direction; ``none detected'': outside it, and the interval holds "
-           r"0 (no detectable difference). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}.")
+caption = (
+    r"Published differences (\%, or ratios where only one variant was quoted, as point / first point) "
+    r"beside ours, each variant against its study's baseline ("
+    + esc(
+        ", ".join(
+            f"{st.upper()}: {base}"
+            for st, base in dict.fromkeys(
+                (r["study"], r["kind"][3:]) for _, r in df.iterrows() if r["kind"].startswith("vs ")
+            )
+        )
+    )
+    + r"), with our interval at the row's Holm-adjusted level (the study table's)"
+    + (r"; a testbed's row only where it measured the difference" if multi else "")
+    + r". ``inside'': the "
+    r"published value lies inside it, so our runs do not contradict it (agreement would take an "
+    r"equivalence test); ``same sign'': outside it, significant, in the same direction; ``opposite'': "
+    r"outside, significant, in the other direction; ``none detected'': outside it, and the interval holds "
+    r"0 (no detectable difference). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/table.tex}."
+)
 (root / out_dir).mkdir(parents=True, exist_ok=True)
 side = write_sidecar(root / out_dir / "cells.json", {"table": "agreement", "cells": cells})
 Table.from_rows(columns, rows, None, caption, "tab:agreement", preamble=r"\setlength{\tabcolsep}{3pt}").write(
-    root / out_dir / "table.tex", sidecar=side, title="Agreement with the published figures")
+    root / out_dir / "table.tex", sidecar=side, title="Agreement with the published figures"
+)
 macros = {"rows": str(len(df))}
 for tb in tbs:
     v = df.get(f"{tb}_verdict")
@@ -139,15 +168,24 @@ for tb in tbs:
         macros[f"{tb}/nodiff"] = str(int((v == agreement.NO_DIFFERENCE).sum()))
         macros[f"{tb}/compared"] = str(int(v.isin(agreement.VERDICTS).sum()))
         # the counts as a clause list for the text, without the verdicts nothing fell under
-        macros[f"{tb}/summary"] = count_clauses(
-            [((v == agreement.INSIDE).sum(), "{is_} inside our interval"),
-             ((v == "same direction").sum(), "{is_} outside our interval in the same direction"),
-             ((v == "opposite").sum(), "{is_} outside our interval in the opposite direction"),
-             ((v == agreement.NO_DIFFERENCE).sum(), "{is_} outside an interval of ours that holds 0")],
-            total=int(v.isin(agreement.VERDICTS).sum())) or "none can be compared yet"
+        macros[f"{tb}/summary"] = (
+            count_clauses(
+                [
+                    ((v == agreement.INSIDE).sum(), "{is_} inside our interval"),
+                    ((v == "same direction").sum(), "{is_} outside our interval in the same direction"),
+                    ((v == "opposite").sum(), "{is_} outside our interval in the opposite direction"),
+                    ((v == agreement.NO_DIFFERENCE).sum(), "{is_} outside an interval of ours that holds 0"),
+                ],
+                total=int(v.isin(agreement.VERDICTS).sum()),
+            )
+            or "none can be compared yet"
+        )
         n_cmp = int(v.isin(agreement.VERDICTS).sum())
-        macros[f"{tb}/sentence"] = (f"Of the {count_word(n_cmp)} differences the {tb} testbed measured, "
-                                    f"{macros[f'{tb}/summary']}" if n_cmp else f"The {tb} testbed measured none of them")
+        macros[f"{tb}/sentence"] = (
+            f"Of the {count_word(n_cmp)} differences the {tb} testbed measured, {macros[f'{tb}/summary']}"
+            if n_cmp
+            else f"The {tb} testbed measured none of them"
+        )
 write_macros(root / out_dir / "macros.tex", "agreement", macros)
 macros
 
@@ -160,55 +198,77 @@ macros
 
 # %%
 pair_list = [tuple(p.split(":", 1)) for p in pairs.split(",") if p] or [
-    (s, tb) for s, st in studies.items() for tb in tbs if tb in st["testbeds"]]
+    (s, tb) for s, st in studies.items() for tb in tbs if tb in st["testbeds"]
+]
 xdf = agreement.cross(studies, pair_list, root / paper_dir)
 xcells, xmacros, xrows = {}, {}, []
 others = sorted(set(xdf["testbed"])) if len(xdf) else []
 one_other = len(others) == 1  # one other testbed: named in the header, not in a column
-xcolumns = [("study", "l"), ("metric", RAG + "p{2.6cm}"), ("variant, point", "l"),
-            (r"sim $\Delta$\,\% [interval]", "l")]
+xcolumns = [
+    ("study", "l"),
+    ("metric", RAG + "p{2.6cm}"),
+    ("variant, point", "l"),
+    (r"sim $\Delta$\,\% [interval]", "l"),
+]
 xcolumns += [] if one_other else [("testbed", "l")]
-xcolumns += [((esc(others[0]) + " " if one_other else "") + r"$\Delta$\,\% [interval]", "l"),
-             ("verdict", RAG + "p{2.3cm}")]
+xcolumns += [
+    ((esc(others[0]) + " " if one_other else "") + r"$\Delta$\,\% [interval]", "l"),
+    ("verdict", RAG + "p{2.3cm}"),
+]
 prev = (None, None)
 for _, r in xdf.iterrows():
     if prev[0] is not None and r["study"] != prev[0]:
         xrows.append(None)
-    row = [r["study"].upper() if r["study"] != prev[0] else "",
-           metric_name(r["study"], r["metric"]) if (r["study"], r["metric"]) != prev else "",
-           stacked(esc(r["variant"]), esc(r["point"])), num(r["base_value"], r["base_low"], r["base_high"])]
+    row = [
+        r["study"].upper() if r["study"] != prev[0] else "",
+        metric_name(r["study"], r["metric"]) if (r["study"], r["metric"]) != prev else "",
+        stacked(esc(r["variant"]), esc(r["point"])),
+        num(r["base_value"], r["base_low"], r["base_high"]),
+    ]
     row += [] if one_other else [esc(r["testbed"])]
     row += [num(r["value"], r["low"], r["high"]), esc(r["verdict"])]
     prev = (r["study"], r["metric"])
     xcells[f"{r['study']}/{r['testbed']}/{r['variant']}/{r['point']}/{r['metric']}"] = {
-        "row": sum(x is not None for x in xrows), "col": len(row) - 2, "text": row[-2],
+        "row": sum(x is not None for x in xrows),
+        "col": len(row) - 2,
+        "text": row[-2],
         "value": None if missing(r["value"]) else float(r["value"]),
-        "low": r["low"], "high": r["high"],
+        "low": r["low"],
+        "high": r["high"],
         "stat": "difference in % of the baseline mean on this testbed, beside the simulator's",
-        "runs": list(r["runs"])}
+        "runs": list(r["runs"]),
+    }
     xrows.append(row)
-xcaption = (r"The simulator's differences beside the other testbeds' at the points both ran (\%, with each "
-            r"table's interval at the row's Holm-adjusted level; significance Holm-adjusted within each "
-            r"testbed's table). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/testbeds.tex}.")
+xcaption = (
+    r"The simulator's differences beside the other testbeds' at the points both ran (\%, with each "
+    r"table's interval at the row's Holm-adjusted level; significance Holm-adjusted within each "
+    r"testbed's table). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/testbeds.tex}."
+)
 xside = write_sidecar(root / out_dir / "testbeds-cells.json", {"table": "agreement-testbeds", "cells": xcells})
-Table.from_rows(xcolumns, xrows, None, xcaption, "tab:agreement-testbeds",
-                preamble=r"\setlength{\tabcolsep}{4pt}").write(
-    root / out_dir / "testbeds.tex", sidecar=xside, title="Agreement between testbeds")
+Table.from_rows(
+    xcolumns, xrows, None, xcaption, "tab:agreement-testbeds", preamble=r"\setlength{\tabcolsep}{4pt}"
+).write(root / out_dir / "testbeds.tex", sidecar=xside, title="Agreement between testbeds")
 xmacros["rows"] = str(len(xdf))
 for v in agreement.CROSS_VERDICTS:
     xmacros[v.replace(" ", "-")] = str(int((xdf["verdict"] == v).sum())) if len(xdf) else "0"
-for (s, tb), g in (xdf.groupby(["study", "testbed"]) if len(xdf) else []):
+for (s, tb), g in xdf.groupby(["study", "testbed"]) if len(xdf) else []:
     for v in agreement.CROSS_VERDICTS:
         xmacros[f"{s}/{tb}/{v.replace(' ', '-')}"] = str(int((g["verdict"] == v).sum()))
     xmacros[f"{s}/{tb}/rows"] = str(len(g))
 # the counts as clauses for the text, without the verdicts nothing fell under
 counts = dict(xdf["verdict"].value_counts()) if len(xdf) else {}
-xmacros["summary"] = count_clauses(
-    [(counts.get("same direction", 0), "{is_} significant on both testbeds in the same direction"),
-     (counts.get("one testbed only", 0), "{is_} significant on one testbed only"),
-     (counts.get("neither significant", 0), "{is_} significant on neither"),
-     (counts.get("opposite", 0), "{is_} significant in opposite directions"),
-     (counts.get("untestable", 0), "{is_} untestable (too few boots a side on the other testbed)")],
-    total=len(xdf)) or "none can be compared yet"
+xmacros["summary"] = (
+    count_clauses(
+        [
+            (counts.get("same direction", 0), "{is_} significant on both testbeds in the same direction"),
+            (counts.get("one testbed only", 0), "{is_} significant on one testbed only"),
+            (counts.get("neither significant", 0), "{is_} significant on neither"),
+            (counts.get("opposite", 0), "{is_} significant in opposite directions"),
+            (counts.get("untestable", 0), "{is_} untestable (too few boots a side on the other testbed)"),
+        ],
+        total=len(xdf),
+    )
+    or "none can be compared yet"
+)
 write_macros(root / out_dir / "testbeds-macros.tex", "agreement-testbeds", xmacros)
 xmacros

@@ -60,8 +60,18 @@ axis = ctx.axes[0]
 order = [v for v in ctx.study["variants"] if v in set(runs["variant"])]
 fig, axes = plt.subplots(1, len(metrics), figsize=(3 * len(metrics), 2.6), squeeze=False)
 for ax, m in zip(axes[0], metrics):
-    sns.pointplot(data=runs, x=axis, y=m["name"], hue="variant", hue_order=order, errorbar=t_errorbar(),
-                  dodge=0.3, markersize=3, linewidth=1, ax=ax)
+    sns.pointplot(
+        data=runs,
+        x=axis,
+        y=m["name"],
+        hue="variant",
+        hue_order=order,
+        errorbar=t_errorbar(),
+        dodge=0.3,
+        markersize=3,
+        linewidth=1,
+        ax=ax,
+    )
     ax.set_xlabel(axis)
     ax.set_ylabel(f"{m['label'].split(' (')[0]}" + (f" ({m['unit']})" if m.get("unit") else ""), fontsize=7)
     ax.legend(title=None, fontsize=6)
@@ -77,5 +87,9 @@ ctx.claim_checks()
 ctx.check_macros
 
 # %%
-macros = {"nmetrics": str(len(metrics)), "nvariants": str(len(order)), "npoints": str(int(np.prod([len(set(runs[a])) for a in ctx.axes])))}
+macros = {
+    "nmetrics": str(len(metrics)),
+    "nvariants": str(len(order)),
+    "npoints": str(int(np.prod([len(set(runs[a])) for a in ctx.axes]))),
+}
 _ = ctx.finish(macros)  # the sidecar, not displayed

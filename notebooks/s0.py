@@ -57,10 +57,20 @@ ctx.comparisons
 fig, ax = plt.subplots(figsize=(4.2, 2.8))
 order = [v for v in ctx.study["variants"] if v in set(runs["variant"])]
 palette = dict(zip(order, sns.color_palette(n_colors=len(order))))
-sns.pointplot(data=runs, x="vms", y="throughput", hue="variant", hue_order=order, palette=palette,
-              errorbar=t_errorbar(), dodge=0.3, markersize=3, linewidth=1, ax=ax)
-vcpus = config.testbed_settings(ctx.study, testbed)["options"].get(
-    "guest_vcpus", ctx.study["workload"]["vcpus_per_vm"])
+sns.pointplot(
+    data=runs,
+    x="vms",
+    y="throughput",
+    hue="variant",
+    hue_order=order,
+    palette=palette,
+    errorbar=t_errorbar(),
+    dodge=0.3,
+    markersize=3,
+    linewidth=1,
+    ax=ax,
+)
+vcpus = config.testbed_settings(ctx.study, testbed)["options"].get("guest_vcpus", ctx.study["workload"]["vcpus_per_vm"])
 # The seed's curves, where the testbed runs its scale (the sim: 4-vCPU VMs on 4 cores);
 # pointplot puts the VM counts at positions 0, 1, ... in sorted order.
 xs = sorted(runs["vms"].unique())
@@ -75,10 +85,19 @@ ax.set_xlabel(f"VMs ({vcpus} vCPUs each)")
 ax.set_ylabel("aggregate throughput\n(builds / 100000 s)")
 ax.legend(title=None, fontsize=6, ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.22))  # below: no overlap
 ax.set_ylim(bottom=0)
-seed_note = ("; dashed with crosses: the seed's published values" if same_scale and published else
-             "; the seed's published values are not drawn: another scale and TCG speeds" if published else "")
-ctx.save_figure(fig, f"Aggregate throughput (builds per 100\\,000\\,s, summed over VMs) against the number of "
-                f"{vcpus}-vCPU VMs, per variant{seed_note}", T_ERRORBARS)
+seed_note = (
+    "; dashed with crosses: the seed's published values"
+    if same_scale and published
+    else "; the seed's published values are not drawn: another scale and TCG speeds"
+    if published
+    else ""
+)
+ctx.save_figure(
+    fig,
+    f"Aggregate throughput (builds per 100\\,000\\,s, summed over VMs) against the number of "
+    f"{vcpus}-vCPU VMs, per variant{seed_note}",
+    T_ERRORBARS,
+)
 
 # %% [markdown]
 # The ratio of aggregate throughputs (variant / base) at the largest point,
@@ -121,7 +140,9 @@ finished = {}
 for r in (runs.attrs.get("records") or {}).values():
     finished.setdefault(r["variant"], []).append(r.get("finished", ""))
 base_span = (min(finished.get("base", [""])), max(finished.get("base", [""])))
-interleaved = [v for v in at_top.columns.drop("base") if any(base_span[0] <= t <= base_span[1] for t in finished.get(v, []))]
+interleaved = [
+    v for v in at_top.columns.drop("base") if any(base_span[0] <= t <= base_span[1] for t in finished.get(v, []))
+]
 n_rounds = 0
 for v in interleaved:
     pair = at_top[[v, "base"]].dropna()
@@ -157,8 +178,9 @@ for name, key in (("ppy", f"yield-ppy/yield/{pid_top}"), ("cost", f"cost/yield/{
 ppy_rows = [c for c in ctx.checks.values() if c["check"] == "yield-ppy"]
 if ppy_rows:
     macros["decision/ppy/neq"] = of_n(sum(bool(c["equivalent"]) for c in ppy_rows), len(ppy_rows))
-    macros["decision/ppy/range"] = (f"{min(c['value'] for c in ppy_rows):.1f} to {max(c['value'] for c in ppy_rows):.1f}"
-                                    .replace("-", "$-$"))
+    macros["decision/ppy/range"] = (
+        f"{min(c['value'] for c in ppy_rows):.1f} to {max(c['value'] for c in ppy_rows):.1f}".replace("-", "$-$")
+    )
 macros["decision/margin-ppy"] = f"{margins['yield-ppy']:g}"
 macros["decision/margin-cost"] = f"{margins['cost']:g}"
 ctx.check_macros

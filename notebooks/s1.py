@@ -64,12 +64,18 @@ for a in axes:
 # one legend below the panels, clear of the bars
 fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncols=2, fontsize=7, frameon=False)
 fig.tight_layout(rect=(0, 0.1, 1, 1))
-ctx.save_figure(fig, "The I/O VM's throughput and latency, alone and co-run with a CPU-bound VM on its pCPU, "
-                "with the pre-4.7 (bug) and the fixed wake path; latency on a log scale", T_ERRORBARS)
+ctx.save_figure(
+    fig,
+    "The I/O VM's throughput and latency, alone and co-run with a CPU-bound VM on its pCPU, "
+    "with the pre-4.7 (bug) and the fixed wake path; latency on a log scale",
+    T_ERRORBARS,
+)
+
 
 # %%
 def mean(v, mode, m):
     return runs[(runs.variant == v) & (runs["mode"] == mode)][m].mean()
+
 
 macros = {}
 for v in ctx.study["variants"]:
@@ -152,7 +158,8 @@ if traced:
             # for the text: "never", "once", "1546 times"; "no changes of pCPU"
             macros[f"xen/{v}/{mode}/{k}/times"] = times_word(round(val))
         macros[f"xen/{v}/{mode}/migrations/changes"] = counted(
-            round(row.get("migrations", 0)), "change of pCPU", "changes of pCPU")
+            round(row.get("migrations", 0)), "change of pCPU", "changes of pCPU"
+        )
     display(xen_events.T)
 
 # %%

@@ -60,10 +60,12 @@ ctx.comparisons
 cmp = ctx.comparisons
 # on a paired design (qemu: both variants in each round's boot) the interval is the paired one
 fig = plot_differences(cmp, ctx.study["metrics"], ctx.axes[0], "vCPUs per pCPU", "ticket")
-ctx.save_figure(fig, "Difference of PV ticketlocks from plain ticket locks, in \\% of the ticket-lock mean, per "
-                "vCPUs per pCPU; an unbounded interval end is drawn to the panel's edge and marked by a triangle",
-                T_PAIRED if ctx.test == "paired"
-                else "the table's interval of the difference, at the row's Holm-adjusted level")
+ctx.save_figure(
+    fig,
+    "Difference of PV ticketlocks from plain ticket locks, in \\% of the ticket-lock mean, per "
+    "vCPUs per pCPU; an unbounded interval end is drawn to the panel's edge and marked by a triangle",
+    T_PAIRED if ctx.test == "paired" else "the table's interval of the difference, at the row's Holm-adjusted level",
+)
 
 # %%
 macros = {}

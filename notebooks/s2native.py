@@ -86,10 +86,13 @@ for ax, bench in zip(np.atleast_1d(axes), benches):
 np.atleast_1d(axes)[0].set_ylabel(f"Δ % vs {ctx.study['baseline']}")
 np.atleast_1d(axes)[-1].legend(fontsize=6, loc="best")
 fig.tight_layout()
-ctx.save_figure(fig, "Natively booted kernels: difference from \\texttt{CONFIG\\_PARAVIRT\\_SPINLOCKS=n} in \\% per "
-                "benchmark and thread count; the shaded band is the equivalence margin; an unbounded interval end "
-                "is drawn to the panel's edge and marked by a triangle",
-                "the table's interval of the difference, at the row's Holm-adjusted level")
+ctx.save_figure(
+    fig,
+    "Natively booted kernels: difference from \\texttt{CONFIG\\_PARAVIRT\\_SPINLOCKS=n} in \\% per "
+    "benchmark and thread count; the shaded band is the equivalence margin; an unbounded interval end "
+    "is drawn to the panel's edge and marked by a triangle",
+    "the table's interval of the difference, at the row's Holm-adjusted level",
+)
 
 # %% [markdown]
 # Numbers for the text: the verdict counts and the largest |Δ %|.

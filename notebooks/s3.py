@@ -49,9 +49,7 @@ ctx.comparisons
 
 # %%
 # the delay is the variant's credit1 pool parameter (set at run time), the same on every testbed
-runs["delay_us"] = runs["variant"].map(
-    lambda v: ctx.study["variants"][v]["xen"]["sched_credit"]["migration_delay_us"]
-)
+runs["delay_us"] = runs["variant"].map(lambda v: ctx.study["variants"][v]["xen"]["sched_credit"]["migration_delay_us"])
 # per executed work where the testbed reports it (qemu: icount's one clock distorts the per-second rates)
 panels = [("throughput", "throughput (1/s)"), ("migrations", "migrations (1/s)")]
 if "migrations_per_kunit" in runs and runs["migrations_per_kunit"].notna().any():
@@ -62,16 +60,27 @@ if ctx.test == "paired":
     # the baseline delay with the paired interval, at the delay's true value
     delay = {v: d["xen"]["sched_credit"]["migration_delay_us"] for v, d in ctx.study["variants"].items()}
     base = ctx.study["baseline"]
-    fig = plot_differences(ctx.comparisons, ctx.study["metrics"], lambda r: delay[r["variant"]],
-                           "migration delay (µs)", f"{delay[base]:g} µs", base_x=delay[base])
-    ctx.save_figure(fig, "S3: the difference of each migration delay from the baseline delay, in \\% of the "
-                    "baseline's mean, at the delay's value (hollow: the baseline)", T_PAIRED)
+    fig = plot_differences(
+        ctx.comparisons,
+        ctx.study["metrics"],
+        lambda r: delay[r["variant"]],
+        "migration delay (µs)",
+        f"{delay[base]:g} µs",
+        base_x=delay[base],
+    )
+    ctx.save_figure(
+        fig,
+        "S3: the difference of each migration delay from the baseline delay, in \\% of the "
+        "baseline's mean, at the delay's value (hollow: the baseline)",
+        T_PAIRED,
+    )
 else:
     fig, axes = plt.subplots(1, len(panels), figsize=(3 * len(panels), 2.4))
     for a, (col, label) in zip(axes, panels):
         # the delay on a true scale (its values are not evenly spaced), the rates from zero
-        sns.pointplot(data=runs, x="delay_us", y=col, errorbar=t_errorbar(), ax=a, markersize=3, linewidth=1,
-                      native_scale=True)
+        sns.pointplot(
+            data=runs, x="delay_us", y=col, errorbar=t_errorbar(), ax=a, markersize=3, linewidth=1, native_scale=True
+        )
         a.set_ylim(bottom=0)
         a.set_ylabel(label)
         a.set_xlabel("migration delay (µs)")
@@ -80,7 +89,9 @@ else:
 
 # %%
 cmp = ctx.comparisons
-macros = {f"pct/{c['metric']}/{c['variant']}": fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"]) for _, c in cmp.iterrows()}
+macros = {
+    f"pct/{c['metric']}/{c['variant']}": fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"]) for _, c in cmp.iterrows()
+}
 macros
 
 # %%

@@ -57,8 +57,9 @@ if ctx.test == "paired":
     # a paired design (qemu: the three policies in each round's boot): each policy's difference
     # from none with the paired interval, per number of VMs on a true scale
     fig = plot_differences(ctx.comparisons, ctx.study["metrics"], "vms", "VMs", ctx.study["baseline"])
-    ctx.save_figure(fig, "Each policy's difference from none, in \\% of none's mean, per benchmark and number of VMs",
-                    T_PAIRED)
+    ctx.save_figure(
+        fig, "Each policy's difference from none, in \\% of none's mean, per benchmark and number of VMs", T_PAIRED
+    )
 else:
     metrics = [m["name"] for m in ctx.study["metrics"]]
     fig, axes = plt.subplots(1, len(metrics), figsize=(7, 2.4))
@@ -75,7 +76,10 @@ else:
 
 # %%
 cmp = ctx.comparisons
-macros = {f"pct/{c['metric']}/{c['variant']}/vms-{c['vms']}": fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"]) for _, c in cmp.iterrows()}
+macros = {
+    f"pct/{c['metric']}/{c['variant']}/vms-{c['vms']}": fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"])
+    for _, c in cmp.iterrows()
+}
 # Where the vCPUs ran (testbeds that trace the hypervisor): mean share of run time on the
 # home node per variant and point, the number the text quotes beside the comparisons.
 if "home_share" in runs:

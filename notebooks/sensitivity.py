@@ -30,7 +30,7 @@ config_path = "config/sensitivity.yaml"
 studies_dir = "config/studies"
 data_dir = "data"
 out_dir = "paper/generated/sensitivity"
-studies = ""        # comma-separated; empty: every study of the configuration
+studies = ""  # comma-separated; empty: every study of the configuration
 
 # %%
 import hashlib
@@ -61,8 +61,21 @@ for s in names:
     eff[s] = sens.effects(runs[s], sw.studies[s], sw.confidence)
     rob[s] = sens.robustness(eff[s], sw.studies[s])
 pd.concat([r.assign(study=s) for s, r in rob.items()])[
-    ["study", "conclusion", "claim", "shipped_pct", "shipped_outcome", "oat_min", "oat_max", "joint_min",
-     "joint_max", "sign_kept", "robust", "breaks"]]
+    [
+        "study",
+        "conclusion",
+        "claim",
+        "shipped_pct",
+        "shipped_outcome",
+        "oat_min",
+        "oat_max",
+        "joint_min",
+        "joint_max",
+        "sign_kept",
+        "robust",
+        "breaks",
+    ]
+]
 
 # %% [markdown]
 # The simulator binaries behind the records (each record's provenance): one sha256 per study
@@ -233,6 +246,7 @@ for s in names:
 # the shipped cells, the manifest behind the others; each setting's effect and outcome) and
 # the macros for the text.
 
+
 # %%
 def pct(x):
     return fmt_signed(x, 0 if abs(x) >= 100 else 1) if np.isfinite(x) else "--"
@@ -247,9 +261,15 @@ def claim_text(c):
 
 
 # outcomes as words for the text's sentences (\sv{sensitivity/STUDY/ID/outcome-text}, .../survives)
-OUTCOME_TEXT = {"higher": "significantly higher", "lower": "significantly lower", "n.s.": "no detectable difference",
-                "equivalent": "equivalent within the margin", "beyond": "beyond the margin",
-                "unresolved": "unresolved", "no result": "without a result"}
+OUTCOME_TEXT = {
+    "higher": "significantly higher",
+    "lower": "significantly lower",
+    "n.s.": "no detectable difference",
+    "equivalent": "equivalent within the margin",
+    "beyond": "beyond the margin",
+    "unresolved": "unresolved",
+    "no result": "without a result",
+}
 
 
 def words(items, conj="and"):
@@ -300,8 +320,14 @@ def survives(plan, c, r, e):
 
 rag = r">{\raggedright\arraybackslash}"
 # at the body's size: the claim and the sign are in the conclusion's label and the ranges
-columns = [("conclusion", rag + "p{3.4cm}"), (r"as shipped, \%", rag + "p{1.6cm}"), (r"one at a time, \%", "l"),
-           (r"joint, \%", "l"), ("holds at", "l"), ("changed by", rag + "p{3.2cm}")]
+columns = [
+    ("conclusion", rag + "p{3.4cm}"),
+    (r"as shipped, \%", rag + "p{1.6cm}"),
+    (r"one at a time, \%", "l"),
+    (r"joint, \%", "l"),
+    ("holds at", "l"),
+    ("changed by", rag + "p{3.2cm}"),
+]
 table_rows, cells, macros, effects_side = [], {}, {}, {}
 row_i = 0
 for s in names:
@@ -311,34 +337,54 @@ for s in names:
         # are counted (the sidecar names each), so the table fits a page at the body's size
         ends = [b for b in r["breaks"] if not b.startswith("joint ")]
         joints = [esc(b) for b in r["breaks"] if b.startswith("joint ")]
-        named = ([path_tex(b.rsplit(" ", 1)[0]) + " " + esc(b.rsplit(" ", 1)[1]) for b in ends] if len(ends) <= 2
-                 else [f"{len(ends)} parameter ends"])
+        named = (
+            [path_tex(b.rsplit(" ", 1)[0]) + " " + esc(b.rsplit(" ", 1)[1]) for b in ends]
+            if len(ends) <= 2
+            else [f"{len(ends)} parameter ends"]
+        )
         breaks = ", ".join(named + joints) or "--"
         ec = eff[s][eff[s].conclusion == c.id]
         n_hold, n_set = int((ec["outcome"] == r["shipped_outcome"]).sum()), len(ec)
-        text = [f"{s.upper()}: {esc(c.label)} ({claim_text(c)})",
-                f"{pct(r['shipped_pct'])} ({esc(r['shipped_outcome'])})",
-                span(r["oat_min"], r["oat_max"]), span(r["joint_min"], r["joint_max"]),
-                "all" if r["robust"] else f"{n_hold} of {n_set}", breaks]
+        text = [
+            f"{s.upper()}: {esc(c.label)} ({claim_text(c)})",
+            f"{pct(r['shipped_pct'])} ({esc(r['shipped_outcome'])})",
+            span(r["oat_min"], r["oat_max"]),
+            span(r["joint_min"], r["joint_max"]),
+            "all" if r["robust"] else f"{n_hold} of {n_set}",
+            breaks,
+        ]
         table_rows.append(text)
-        values = {"shipped": r["shipped_pct"], "outcome": r["shipped_outcome"], "oat": [r["oat_min"], r["oat_max"]],
-                  "joint": [r["joint_min"], r["joint_max"]], "sign_kept": bool(r["sign_kept"]),
-                  "robust": bool(r["robust"]), "breaks": r["breaks"]}
-        stats_of = {"shipped": "difference in % of the reference mean at the shipped setting",
-                    "outcome": "Welch (higher/lower) or TOST (equivalent), Holm across the study's conclusions",
-                    "oat": "min and max of the difference over the one-at-a-time settings (shipped included)",
-                    "joint": "min and max of the difference over the joint Latin-hypercube points",
-                    "sign_kept": "every setting's difference has the shipped difference's sign",
-                    "robust": "every setting gives the shipped outcome",
-                    "breaks": "the settings whose outcome differs from the shipped one"}
+        values = {
+            "shipped": r["shipped_pct"],
+            "outcome": r["shipped_outcome"],
+            "oat": [r["oat_min"], r["oat_max"]],
+            "joint": [r["joint_min"], r["joint_max"]],
+            "sign_kept": bool(r["sign_kept"]),
+            "robust": bool(r["robust"]),
+            "breaks": r["breaks"],
+        }
+        stats_of = {
+            "shipped": "difference in % of the reference mean at the shipped setting",
+            "outcome": "Welch (higher/lower) or TOST (equivalent), Holm across the study's conclusions",
+            "oat": "min and max of the difference over the one-at-a-time settings (shipped included)",
+            "joint": "min and max of the difference over the joint Latin-hypercube points",
+            "sign_kept": "every setting's difference has the shipped difference's sign",
+            "robust": "every setting gives the shipped outcome",
+            "breaks": "the settings whose outcome differs from the shipped one",
+        }
         shipped_runs = eff[s].query("kind == 'shipped' and conclusion == @c.id")["runs"].iloc[0]
         for col, key in ((1, "shipped"), (1, "outcome"), (2, "oat"), (3, "joint"), (4, "robust"), (5, "breaks")):
             # the shipped cells: their runs; the others rest on every setting's runs (the manifest's)
-            cells[f"{s}/{c.id}/{key}"] = {"row": row_i, "col": col, "text": text[col], "value": values[key],
-                                          "stat": stats_of[key],
-                                          "runs": shipped_runs if key in ("shipped", "outcome") else [],
-                                          "manifest": f"{data_dir}/runs/sensitivity/{s}.json",
-                                          "settings": int(eff[s].query("conclusion == @c.id").shape[0])}
+            cells[f"{s}/{c.id}/{key}"] = {
+                "row": row_i,
+                "col": col,
+                "text": text[col],
+                "value": values[key],
+                "stat": stats_of[key],
+                "runs": shipped_runs if key in ("shipped", "outcome") else [],
+                "manifest": f"{data_dir}/runs/sensitivity/{s}.json",
+                "settings": int(eff[s].query("conclusion == @c.id").shape[0]),
+            }
         m = f"{s}/{c.id}"
         macros[f"{m}/shipped"] = pct(r["shipped_pct"])
         macros[f"{m}/outcome"] = esc(r["shipped_outcome"])
@@ -354,7 +400,8 @@ for s in names:
         macros[f"{m}/survives"] = survives(plan, c, r, eff[s])
         row_i += 1
     effects_side[s] = eff[s][["setting", "conclusion", "effect_pct", "low", "high", "p_holm", "outcome"]].to_dict(
-        "records")
+        "records"
+    )
     table_rows.append(None)
 all_rob = pd.concat(rob.values())
 n_runs = sum(len(r) for r in runs.values())
@@ -368,12 +415,21 @@ caption = (
     r"Regenerate: \texttt{snakemake -c1 paper/generated/sensitivity/table.tex}; "
     rf"{n_runs} runs, \texttt{{sha256:{data_hash[:16]}}}."
 )
-side = write_sidecar(out / "cells.json", {"table": "sensitivity", "data_hash": data_hash, "seeds": sw.seeds,
-                                          "joint_points": sw.joint_points, "binaries": binaries, "cells": cells,
-                                          "effects": effects_side})
-Table.from_rows(columns, table_rows, None, caption, "tab:sensitivity",
-                preamble=r"\setlength{\tabcolsep}{3pt}").write(
-    out / "table.tex", sidecar=side, title="Robustness of the simulator's conclusions")
+side = write_sidecar(
+    out / "cells.json",
+    {
+        "table": "sensitivity",
+        "data_hash": data_hash,
+        "seeds": sw.seeds,
+        "joint_points": sw.joint_points,
+        "binaries": binaries,
+        "cells": cells,
+        "effects": effects_side,
+    },
+)
+Table.from_rows(columns, table_rows, None, caption, "tab:sensitivity", preamble=r"\setlength{\tabcolsep}{3pt}").write(
+    out / "table.tex", sidecar=side, title="Robustness of the simulator's conclusions"
+)
 macros["n"] = str(len(all_rob))
 macros["robust/n"] = str(int(all_rob["robust"].sum()))
 macros["sign-kept/n"] = str(int(all_rob["sign_kept"].sum()))

@@ -16,7 +16,8 @@
 
 # %% [markdown]
 # # The simulator against real credit1, event by event and effect by effect
-# Scenarios of `config/validation.yaml` run on the simulator (several seeds) beside the
+# Scenarios of `config/validation.yaml` run on the simulator (several seeds; the run stage's
+# records, listed in `runs`: this notebook reads them, it never runs the simulator) beside the
 # qemu records of the same studies that carry an xentrace of every scheduler event
 # (`counters.sched_events`). The real side's unit is the boot: a run enters as its boot's
 # mean, and every interval counts boots. Rates per scheduler event and per 30 ms accounting
@@ -33,8 +34,9 @@
 # %% tags=["parameters"]
 config_file = "config/validation.yaml"
 data_dir = "data"
+runs = "data/runs/validation/model.json"  # the mirror's runs (python -m schedlab.mirror run)
 out_dir = "paper/generated/validation"
-scenario = ""       # one scenario by name; empty: all
+scenario = ""  # one scenario by name; empty: all
 
 # %%
 import math
@@ -51,7 +53,7 @@ from schedlab.report.notebook import repo_root
 
 root = repo_root()
 cfg = validation.load(root / config_file)
-res = validation.build(cfg, root / data_dir, config.load_config()["seed"], scenario or None)
+res = validation.build(cfg, root / data_dir, config.load_config()["seed"], scenario or None, runs=root / runs)
 paths = validation.write_outputs(res, root / out_dir, cfg)
 print("\n".join(validation.summary(res)))
 res["scenarios"]
@@ -87,7 +89,10 @@ labels = [f"{scs[r.scenario]['qemu']['study'].upper()} {r.b} vs {r.a}\n{r.metric
 sns.set_theme(style="whitegrid", context="paper")
 fig, ax = plt.subplots(figsize=(6.4, 0.45 * max(len(eff), 1) + 1.2))
 for i, r in enumerate(eff.itertuples()):
-    for side, off, color, name in (("xen", -0.15, "tab:blue", "real Xen (boots)"), ("sim", 0.15, "tab:orange", "simulator (seeds)")):
+    for side, off, color, name in (
+        ("xen", -0.15, "tab:blue", "real Xen (boots)"),
+        ("sim", 0.15, "tab:orange", "simulator (seeds)"),
+    ):
         x, lo, hi = fin(getattr(r, side)), fin(getattr(r, f"{side}_low")), fin(getattr(r, f"{side}_high"))
         if not math.isfinite(x):
             continue

@@ -499,6 +499,9 @@ def cmd_compare(args) -> int:
 
 
 def cmd_validate_sim(args) -> int:
+    """The run stage (schedlab.mirror: the simulator's runs as raw records, reused where on
+    disk), then the report (schedlab.report.validation: reads them and the qemu records)."""
+    from schedlab import mirror
     from schedlab.report import validation
 
     if args.jobs is not None and args.jobs < 1:
@@ -508,7 +511,36 @@ def cmd_validate_sim(args) -> int:
     if args.derive_band:
         return validation.main_derive_band(data_dir=args.data_dir)
     if args.mutants:
-        return validation.main_mutants(args.jobs or 2)
-    return validation.main(
-        args.scenario, _out_dir(args.out), data_dir=args.data_dir, sim=args.sim, jobs=args.jobs or 1, mutant=args.mutant
-    )
+        return _validate_mutants(args.jobs or 2)
+    out = _out_dir(args.out)
+    cfg = mirror.load(mirror.DEFAULT_PATH)  # read at call time (a test points it elsewhere)
+    mirror.check_mutant(cfg, args.sim, args.mutant)
+    version = mirror.check_binary(Path(args.sim) if args.sim else None, args.mutant)
+    print(f"simulator: {version}", file=sys.stderr)
+    runs = mirror.run(cfg, Path(args.data_dir), config.load_config()["seed"], args.scenario, binary=args.sim,
+                      jobs=args.jobs or 1, progress=lambda s: print(s, file=sys.stderr, flush=True))  # fmt: skip
+    return validation.main(args.scenario, out, data_dir=args.data_dir, runs=runs, mutant=args.mutant)
+
+
+def _validate_mutants(jobs: int = 2) -> int:
+    """`schedlab validate-sim --mutants`: the kill matrix through the pipeline (each mutant's
+    runs and report Snakemake jobs, cached like any output): builds what is missing or stale,
+    prints the matrix."""
+    import subprocess
+
+    import pandas as pd
+
+    from schedlab.report.validation import MODEL, kill_matrix_text
+
+    target = "paper/generated/validation/kill-matrix.csv"
+    cmd = ["snakemake", "--workflow-profile", "workflow/profiles/default", "--quiet", "rules", "--cores", str(jobs),
+           target]  # fmt: skip
+    p = subprocess.run(cmd, cwd=config.ROOT)
+    if p.returncode != 0:
+        print(f"schedlab validate-sim --mutants: `{' '.join(cmd)}` failed (exit {p.returncode})", file=sys.stderr)
+        return 1
+    km = pd.read_csv(config.ROOT / target, keep_default_na=False)
+    print(kill_matrix_text(km))
+    model = km[km["model"] == MODEL].iloc[0]
+    print(f"validated: {model['validated']} of {model['of']} scenarios")
+    return 0

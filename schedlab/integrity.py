@@ -32,6 +32,9 @@ from schedlab import config
 from schedlab.plan import derive_seed, plan, repetitions
 
 INT_BOUND = 2**63  # a record's integers fit a signed 64-bit integer
+# the validation's mirror runs (schedlab.mirror): their seeds are the validation file's, named in
+# provenance.validation.seeds, and their plan seed is the mirror's, not the study's
+MIRROR = "validation"
 
 
 def _big_int(obj: Any) -> str | None:
@@ -107,8 +110,18 @@ def _base_seed(rec: dict, order: dict) -> int | None:
         return None
     if order.get("plan_seed") and order["plan_seed"] == derive_seed(seed, "plan", rec["testbed"], rec["study"]):
         return seed
+    if _fixed_seeds(rec) is not None:
+        return seed if order.get("plan_seed") == derive_seed(seed, "plan", MIRROR, rec["study"]) else None
     run_seed = derive_seed(seed, rec["testbed"], rec["study"], rec["variant"], rec["point_id"], rec["repetition"])
     return seed if rec.get("seed") == run_seed else None
+
+
+def _fixed_seeds(rec: dict) -> list | None:
+    """The seeds a mirror run's record names (provenance.validation.seeds), else None."""
+    prov = rec.get("provenance")
+    mine = prov.get(MIRROR) if isinstance(prov, dict) else None
+    seeds = mine.get("seeds") if isinstance(mine, dict) else None
+    return seeds if isinstance(seeds, list) else None
 
 
 def problems(rec: dict, run_key_of: Callable[..., str]) -> list[str]:
@@ -147,7 +160,11 @@ def problems(rec: dict, run_key_of: Callable[..., str]) -> list[str]:
             out.append(
                 f"field run_key: not the key of its definition, build {build}, repetition {rep} and base seed {base}"
             )
-        want = derive_seed(base, rec["testbed"], rec["study"], rec["variant"], pid, rep)
+        fixed = _fixed_seeds(rec)
+        if fixed is not None:
+            want = fixed[rep] if 0 <= rep < len(fixed) else None
+        else:
+            want = derive_seed(base, rec["testbed"], rec["study"], rec["variant"], pid, rep)
         if rec.get("seed") != want:
             out.append(f"field seed: {rec.get('seed')!r}, but its names and base seed {base} give {want}")
     skey = _study_key(rec["study"])

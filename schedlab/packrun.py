@@ -20,7 +20,8 @@ does not parse (no record written for it), 1 any other failure (a failed command
 the target, ssh or the VM failing: the message says which).
 
 Records have the format of schedlab.run (schedlab-run/1, validated by
-workflow/schemas/record.schema.json, written once by schedlab.store):
+workflow/schemas/record.schema.json, written once by the run stage's one record writer,
+schedlab.run.write_record):
 
     study       pack-<name>
     testbed     "local" for LocalTarget runs, "qemu" on a natively booted qemu
@@ -53,7 +54,7 @@ from schedlab.builds.kernel import KernelBuildError
 from schedlab.core.testbed import RunFailed
 from schedlab.host import HostError
 from schedlab.packs.base import Context, PackError, PackOutputError, gather_facts
-from schedlab.run import _now, derive_seed, host_description, repo_state
+from schedlab.run import _now, derive_seed, host_description, repo_state, write_record
 from schedlab.targets import LocalTarget
 
 LOG_LIMIT = 20000
@@ -274,7 +275,7 @@ def run_pack(
                 "definition_hash": e["dhash"],
                 "provenance": provenance,
             }
-            store.write_record(folder, rec)
+            write_record(folder, rec)  # the run stage's one record writer
             shown = ", ".join(f"{k}={v:.6g}" for k, v in values.items())
             print(f"{tag}: {shown} ({rec['duration_s']:.2f} s)", file=log, flush=True)
     finally:

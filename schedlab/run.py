@@ -125,6 +125,14 @@ def failed_fields(e: RunFailed, started: str, t0: float) -> dict:
     }
 
 
+def write_record(folder: Path, record: dict) -> Path:
+    """The one record writer: every raw record of a run (a study's runs, the sensitivity sweep's,
+    the validation's mirror runs, a benchmark pack's) is written here, through schedlab.store
+    (strict JSON, checksummed, written once, never overwritten). tests/test_repo.py holds that
+    nothing else in the package calls the store's writer."""
+    return store.write_record(folder, record)
+
+
 def require_registered(study: dict, testbed_name: str) -> None:
     """Refuse a confirmatory run whose design is not committed (registration_problem)."""
     why = registration_problem(study)
@@ -142,7 +150,8 @@ def index_plan(order: list[dict]) -> dict[tuple, dict]:
 
 class PointRunner:
     """Runs the repetitions of one (study, testbed, variant, point), and writes their records:
-    the one record writer of the study runs and of the sensitivity sweep (schedlab.sweep)."""
+    through the one record writer (write_record): the study runs, the sensitivity sweep
+    (schedlab.sweep) and the validation's mirror runs (schedlab.mirror)."""
 
     def __init__(
         self,
@@ -168,7 +177,10 @@ class PointRunner:
         a dirty tree; their own run keys). purpose: runs made for another question than the
         study's own (the sensitivity sweep): {"name": folder under raw/ and the definition's
         `purpose`, "provenance": what the records add under provenance.<name>, and any of
-        "warmup", "retries" in place of the study's}. described: the testbed's description,
+        "warmup", "retries" in place of the study's; "definition": what the runs' definition
+        adds (a mirror's scenario); "seeds": the run seed of each repetition, where the question
+        fixes them; "metrics": the metric names a run must give, in place of the study's}.
+        described: the testbed's description,
         where the caller has it (one for many runners)."""
         self.study, self.testbed_name, self.variant, self.point = study, testbed_name, variant, point
         self.settings = config.testbed_settings(study, testbed_name)
@@ -197,7 +209,7 @@ class PointRunner:
         self.log = log
         self.definition = config.definition(study, testbed_name, variant, point)
         if purpose:  # no run key of such a run equals one of the study's own
-            self.definition = {**self.definition, "purpose": purpose["name"]}
+            self.definition = {**self.definition, "purpose": purpose["name"], **purpose.get("definition", {})}
         self.definition_hash = config.sha256(self.definition)
         self.order = order if order is not None else index_plan(plan(study, testbed_name, base_seed))
         self._build_id: str | None = None
@@ -305,7 +317,10 @@ class PointRunner:
             # testbeds whose description depends on the study's options take it
             takes_study = "study" in inspect.signature(self.testbed.describe).parameters
             self.described = self.testbed.describe(**({"study": self.study} if takes_study else {}))
-        seed = derive_seed(self.base_seed, self.testbed_name, self.study["study"], self.variant, pid, rep)
+        if self.purpose and "seeds" in self.purpose:
+            seed = int(self.purpose["seeds"][rep])
+        else:
+            seed = derive_seed(self.base_seed, self.testbed_name, self.study["study"], self.variant, pid, rep)
         order = self.order.get((self.variant, pid, rep), {"index": -1, "plan_size": 0, "plan_seed": 0})
         base = {
             "format": store.FORMAT,
@@ -350,7 +365,7 @@ class PointRunner:
                 failure = {**base, **failed_fields(e, started, t0)}
                 while True:
                     try:
-                        store.write_record(
+                        write_record(
                             self.folder, {**failure, "run_id": f"{run_id}.failed{attempt}", "attempt": attempt}
                         )
                         break
@@ -358,11 +373,11 @@ class PointRunner:
                         attempt += 1  # another process recorded a failure of this run meanwhile
                 print(f"{tag}: FAILED (attempt {attempt}): {e}", file=self.log, flush=True)
                 continue
-            missing = [
-                m["name"]
-                for m in config.metrics_for(self.study, self.point, self.testbed_name)
-                if m["name"] not in result.metrics
-            ]
+            if self.purpose and "metrics" in self.purpose:
+                required = list(self.purpose["metrics"])
+            else:
+                required = [m["name"] for m in config.metrics_for(self.study, self.point, self.testbed_name)]
+            missing = [m for m in required if m not in result.metrics]
             if missing:
                 raise RunFailed(f"testbed {self.testbed_name} returned no value for metric(s) {', '.join(missing)}")
             boot = records.boot_of({"counters": result.counters}) if self.registered else None
@@ -373,7 +388,7 @@ class PointRunner:
                 # the tree may have changed while the run ran: then it is not confirmatory
                 rec["provenance"] = {**rec["provenance"], **_worst(base["provenance"], repo_state(fresh=True))}
             try:
-                store.write_record(self.folder, rec)
+                write_record(self.folder, rec)
             except store.RecordExists:  # a concurrent run-study landed this run first: reuse its record
                 theirs = store.read_record(path)
                 if store.check_record(path, theirs):

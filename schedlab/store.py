@@ -344,16 +344,19 @@ def check_record(path: Path, rec: dict, validator=None) -> list[str]:
 
 
 SENSITIVITY_DIR = "sensitivity"  # raw/sensitivity/STUDY/: sim runs of the sensitivity sweep
+VALIDATION_DIR = integrity.MIRROR  # raw/validation/STUDY/: the validation's mirror runs (schedlab.mirror)
+PURPOSE_DIRS = (SENSITIVITY_DIR, VALIDATION_DIR)  # sim runs made for another question than a study's
 
 
 def _location_problems(root: Path, path: Path, rec: dict) -> list[str]:
     """A record lives in ROOT/TESTBED/STUDY/ of its own testbed and study; the sim's
-    sensitivity sweep (docs/sensitivity.md) in ROOT/sensitivity/STUDY/."""
+    sensitivity sweep (docs/sensitivity.md) in ROOT/sensitivity/STUDY/, the validation's mirror
+    runs (docs/validation.md) in ROOT/validation/STUDY/."""
     where = path.parent.relative_to(root).parts
     if len(where) != 2:
         return [f"not in a raw/TESTBED/STUDY/ folder (it is in {path.parent})"]
     problems = []
-    testbed = "sim" if where[0] == SENSITIVITY_DIR else where[0]
+    testbed = "sim" if where[0] in PURPOSE_DIRS else where[0]
     for field, folder in (("testbed", testbed), ("study", where[1])):
         if field in rec and rec[field] != folder:
             problems.append(f"field {field}: {rec[field]!r}, but the record is in raw/{where[0]}/{where[1]}/")
@@ -382,7 +385,8 @@ def verify(data_dir: Path) -> dict[str, list[str]]:
         p = check_record(path, rec, validator) + _location_problems(root, path, rec)
         if rec.get("status") == "ok" and isinstance(rec.get("run_key"), str):
             # the sweep's shipped setting repeats the study's own sim runs, by design
-            key = (path.relative_to(root).parts[0] == SENSITIVITY_DIR, rec["run_key"])
+            folder = path.relative_to(root).parts[0]
+            key = (folder if folder in PURPOSE_DIRS else "", rec["run_key"])
             if key in seen:
                 p.append(f"duplicate of {seen[key]} (same run key)")
             else:

@@ -172,3 +172,125 @@ def test_the_study_id_check_can_fail(tmp_path):
     )
     got = [s for _, s in study_id_strings(f, {"s0", "s2", "s4"})]
     assert got == ["s0", "S2", "S4: "], got
+
+
+def record_writer_uses(path: Path) -> list[int]:
+    """Lines of a Python file that reach the store's record writer (schedlab.store.write_record)
+    by any name: `store.write_record`, `schedlab.store.write_record`, or the function imported
+    from schedlab.store under any alias."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    modules, names = set(), set()  # what names the store module, what names its writer
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "schedlab":
+            modules |= {a.asname or a.name for a in node.names if a.name == "store"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "schedlab.store":
+            names |= {a.asname or a.name for a in node.names if a.name == "write_record"}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.name == "schedlab.store" and a.asname}
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "write_record":
+            v = node.value
+            if (isinstance(v, ast.Name) and v.id in modules) or (
+                isinstance(v, ast.Attribute)
+                and v.attr == "store"
+                and isinstance(v.value, ast.Name)
+                and v.value.id == "schedlab"
+            ):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_one_record_writer():
+    """Every raw record is written by the run stage's one writer (schedlab.run.write_record: the
+    study runs, the sensitivity sweep, the validation's mirror runs, the benchmark packs): no
+    other module of the package reaches the store's writer."""
+    uses = {
+        p.relative_to(ROOT).as_posix(): record_writer_uses(p)
+        for p in sorted((ROOT / "schedlab").rglob("*.py"))
+        if record_writer_uses(p)
+    }
+    assert list(uses) == ["schedlab/run.py"] and len(uses["schedlab/run.py"]) == 1, uses
+    import ast
+
+    run = ast.parse((ROOT / "schedlab" / "run.py").read_text())
+    (writer,) = [n for n in run.body if isinstance(n, ast.FunctionDef) and n.name == "write_record"]
+    assert writer.lineno <= uses["schedlab/run.py"][0] <= writer.end_lineno  # inside run.write_record
+    for mod in ("run.py", "packrun.py"):  # the runners and the packs call it
+        assert "write_record(" in (ROOT / "schedlab" / mod).read_text().split("def write_record", 1)[-1]
+
+
+def test_the_record_writer_check_can_fail(tmp_path):
+    """The check above finds a second writer by each way of naming the store's."""
+    f = tmp_path / "probe.py"
+    f.write_text(
+        "from schedlab import store as st\n"
+        "st.write_record(f, r)\n"
+        "from schedlab.store import write_record as w\n"
+        "w(f, r)\n"
+        "import schedlab.store\n"
+        "schedlab.store.write_record(f, r)\n"
+        "from schedlab import run\n"
+        "run.write_record(f, r)\n"
+        "keep = st.write_record\n"
+    )
+    assert record_writer_uses(f) == [2, 4, 6, 9]
+
+
+# what runs a simulator or a testbed, or writes records: the report stage imports none of them
+MEASURING = {"run", "run_sim_case", "run_scenario", "MirrorTestbed", "SnapshotSim", "PointRunner", "sweep",
+             "check_binary", "write_record", "run_study"}  # fmt: skip
+
+
+def measuring_imports(path: Path) -> list[str]:
+    """What a Python file imports that measures: a testbed or the testing hosts, the run stage's
+    runner (schedlab.run), a process runner (subprocess), or a name in MEASURING."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        mods = []
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mods = [node.module or ""]
+            out += [f"{node.lineno}: {a.name}" for a in node.names if a.name in MEASURING]
+            if node.module == "schedlab":
+                mods += [f"schedlab.{a.name}" for a in node.names]
+        for m in mods:
+            if m == "subprocess" or m == "schedlab.run" or m.startswith(("schedlab.testbeds", "schedlab.testing")):
+                out.append(f"{node.lineno}: {m}")
+    return out
+
+
+def test_the_report_stage_does_not_measure():
+    """The report stage reads records: no module of schedlab/report runs the simulator, a
+    testbed or a process, or writes a record (the validation's and the sensitivity sweep's sim
+    runs are the run stage's: schedlab.mirror, schedlab.sweep)."""
+    found = {
+        p.relative_to(ROOT).as_posix(): measuring_imports(p)
+        for p in sorted((ROOT / "schedlab" / "report").rglob("*.py"))
+        if measuring_imports(p)
+    }
+    assert not found, found
+
+
+def test_the_report_stage_check_can_fail(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text(
+        "import subprocess\n"
+        "from schedlab.mirror import load, run_sim_case\n"
+        "from schedlab import run, store\n"
+        "from schedlab.testbeds.sim import ensure_binary\n"
+    )
+    assert measuring_imports(f) == [
+        "1: subprocess",
+        "2: run_sim_case",
+        "3: run",
+        "3: schedlab.run",
+        "4: schedlab.testbeds.sim",
+    ]

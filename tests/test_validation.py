@@ -1,5 +1,6 @@
-"""`schedlab validate-sim` (schedlab/report/validation.py, config/validation.yaml): the file's
-checks, the rate / ratio / band logic on synthetic counts, and one small sim scenario end to end."""
+"""`schedlab validate-sim` (schedlab/mirror.py: the run stage; schedlab/report/validation.py: the
+report; config/validation.yaml): the file's checks, the rate / ratio / band logic on synthetic
+counts, and one small sim scenario end to end, its runs as records the report reads."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from schedlab import config
+from schedlab import mirror as M
 from schedlab.report import validation as V
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,8 +125,8 @@ def test_cli_bad_file_is_one_line_and_nonzero(tmp_path):
     doc["scenarios"][0]["rates"] = ["boost/wakes"]
     bad = _write(tmp_path, doc)
     code = (
-        "import sys; from schedlab.report import validation as V; from schedlab.commands import main;"
-        f"V.DEFAULT_PATH = {str(bad)!r}; sys.exit(main(['validate-sim', '--out', {str(tmp_path / 'o')!r}]))"
+        "import sys; from schedlab import mirror as M; from schedlab.commands import main;"
+        f"M.DEFAULT_PATH = {str(bad)!r}; sys.exit(main(['validate-sim', '--out', {str(tmp_path / 'o')!r}]))"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 2
@@ -391,7 +393,7 @@ def test_count_trace_matches_xentrace_definitions():
         '{"t_ns":60,"ev":"TRC_SCHED_SWITCH","cpu":0,"dom":0,"vcpu":0,"pri":-1,"credit":0,"a":-1,"b":-1}',
         '{"t_ns":70,"ev":"TRC_SCHED_SWITCH","cpu":0,"dom":-1,"vcpu":-1,"pri":-64,"credit":0,"a":0,"b":0}',
     ]
-    got = V.count_trace(lines, warmup_ns=25)
+    got = M.count_trace(lines, warmup_ns=25)
     # migrations: 0/0 moved 0->1 (before the warm-up end: not counted) and 1->0 (counted)
     assert got["events"]["migration"] == 1 and got["events"]["switch"] == 2
     assert got["events"]["wake"] == 1 and got["events"]["boost"] == 1 and got["events"]["yield"] == 0
@@ -413,9 +415,9 @@ def test_count_trace_keeps_the_guests_as_the_qemu_side_does():
         rec(50, "TRC_SCHED_WAKE", 1, 1), rec(52, "TRC_CSCHED_TICKLE", 1, 1), rec(53, "TRC_SCHED_SWITCH", 1, 1, -1),
         rec(60, "TRC_SCHED_BLOCK", 1, 1), rec(61, "TRC_SCHED_SWITCH", 1, -1, 1),
     ]  # fmt: skip
-    every = V.count_trace(lines, warmup_ns=0)["events"]
+    every = M.count_trace(lines, warmup_ns=0)["events"]
     assert every["wake"] == 3 and every["boost"] == 2 and every["switch"] == 6 and every["tickle"] == 3
-    got = V.count_trace(lines, warmup_ns=0, guests=[0])["events"]
+    got = M.count_trace(lines, warmup_ns=0, guests=[0])["events"]
     assert got["wake"] == 1 and got["boost"] == 1 and got["block"] == 1
     assert got["switch"] == 2 and got["tickle"] == 1 and got["migration"] == 0
     # the same rule as qemu_counts on the same totals
@@ -438,24 +440,34 @@ def test_the_simulators_own_counts_equal_its_traces(tmp_path, name, variant, poi
     if name == "s0-yield-spinners":
         sc["sim"]["workload"]["job"]["work_cpu_s"] = 2000 * 958e-6
     names = set(sc["domains"].values())
-    for tag, scen in SimTestbed().scenarios(V.sim_study(sc), variant, point, 3):
-        scen = V.merge(scen, {"duration_s": min(float(scen["duration_s"]), 3.0)})
+    for tag, scen in SimTestbed().scenarios(M.sim_study(sc), variant, point, 3):
+        scen = M.merge(scen, {"duration_s": min(float(scen["duration_s"]), 3.0)})
         scen["domains"] = [d for d in scen["domains"] if (d.get("workload") or {}).get("kind") != "idle"]
         guests = [i for i, d in enumerate(scen["domains"]) if d.get("name") in names]
         trace = tmp_path / f"{tag}.jsonl"
         res = run_scenario(dict(scen, trace={"file": str(trace), "limit": 10**9}))
         with open(trace) as f:
-            want = V.count_trace(f, int(round(float(scen.get("warmup_s", 0)) * 1e9)), guests)["events"]
-        assert V.xentrace_counts(res, guests) == want, tag
+            want = M.count_trace(f, int(round(float(scen.get("warmup_s", 0)) * 1e9)), guests)["events"]
+        assert M.xentrace_counts(res, guests) == want, tag
         assert sum(want.values()) > 0
 
 
 # ---------------------------------------------------------------- a small sim scenario end to end
 
 
+def _data_with_qemu_records(tmp_path) -> Path:
+    """A data folder holding a copy of the shipped qemu records (the mirror's runs go beside them)."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data" / "raw" / "qemu", data / "raw" / "qemu")
+    return data
+
+
 def test_small_sim_scenario_end_to_end(tmp_path):
     """S0's mirror at 2 VMs, with a build of 2000 acquisitions: deterministic per seed, the
-    counts consistent with the simulator's own counters, the effect metric read, the tables
+    counts consistent with the simulator's own counters, the effect metric read, the runs
+    written as records by the run stage (reused on a rerun) and read by the report, the tables
     and the scenario verdict written, and the summary's last line."""
     cfg = V.load()
     sc = copy.deepcopy(V.select(cfg, "s0-yield-spinners")[0])
@@ -464,21 +476,28 @@ def test_small_sim_scenario_end_to_end(tmp_path):
     sc["qemu"]["points"] = [{"vms": 2}]
     sc["qemu"]["variants"] = ["base", "yield"]
     sc["effects"] = [{"metric": "time_s", "variants": ("base", "yield"), "points": [{"vms": 2}]}]
-    a = V.run_sim_case(sc, "yield", {"vms": 2}, 1)
-    assert a == V.run_sim_case(sc, "yield", {"vms": 2}, 1)
-    assert a != V.run_sim_case(sc, "yield", {"vms": 2}, 2)
+    a = M.run_sim_case(sc, "yield", {"vms": 2}, 1)
+    assert a == M.run_sim_case(sc, "yield", {"vms": 2}, 1)
+    assert a != M.run_sim_case(sc, "yield", {"vms": 2}, 2)
     assert a["events"]["switch"] > 0 and set(a["cpu_s"]) == {"vm0", "vm1"} and a["metrics"]["time_s"] > 0
     # the simulator's own counters for the same scenario
     from schedlab.testbeds.sim import SimTestbed, run_scenario
 
-    ((_, scen),) = SimTestbed().scenarios(V.sim_study(sc), "yield", {"vms": 2}, 1)
+    ((_, scen),) = SimTestbed().scenarios(M.sim_study(sc), "yield", {"vms": 2}, 1)
     res = run_scenario(scen)
     assert a["events"]["yield"] == res["counters"]["yields"]
     assert a["events"]["steal"] == res["counters"]["steals"]
     assert a["events"]["switch"] == res["counters"]["context_switches"]
     cfg2 = dict(cfg, seeds=[1, 2], scenarios=[sc])
     # every shipped record of the definition (the registered ones do not yet cover S0)
-    out = V.build(cfg2, ROOT / "data", config.load_config()["seed"], jobs=2, any_design=True)
+    data, base = _data_with_qemu_records(tmp_path), config.load_config()["seed"]
+    runs = M.run(cfg2, data, base, jobs=2, any_design=True)
+    written = sorted((data / "raw" / "validation" / "s0").glob("*.json"))
+    assert len(written) == 2 * 2 and runs["seeds"] == [1, 2]  # (base, yield) x 2 seeds
+    first = [c["runs"] for c in runs["scenarios"][sc["name"]]["cases"]]
+    assert M.run(cfg2, data, base, jobs=1, any_design=True)["scenarios"][sc["name"]]["cases"][0]["runs"] == first[0]
+    assert sorted((data / "raw" / "validation" / "s0").glob("*.json")) == written  # reused, not run again
+    out = V.build(cfg2, data, base, runs=runs, any_design=True)
     df = out["rows"]
     assert len(df) == 2 * (len(sc["rates"]) + 2)  # base and yield: the rates and two shares
     assert set(df["verdict"]) <= {V.AGREE, V.MISS, V.FEW_BOOTS, V.NO_BAND, V.NOT_MEASURED}
@@ -587,14 +606,14 @@ def test_s1_mirror_fills_the_real_traces_span_with_the_hog_alone():
     sc = copy.deepcopy(V.select(V.load(), "s1-hog-vs-io")[0])
     wl = sc["sim"]["workload"]
     wl.update(duration_s=2.0, warmup_s=0.5)  # two short phases: 1.5 s measured each
-    plain = V.run_sim_case(sc, "fixed", {"mode": "corun"}, 1)
+    plain = M.run_sim_case(sc, "fixed", {"mode": "corun"}, 1)
     assert plain["guest_s"] == pytest.approx(3.0)
     sc["_span_s"] = {("fixed", "mode-corun"): 10.0, ("fixed", "mode-alone"): 10.0}
-    got = V.run_sim_case(sc, "fixed", {"mode": "corun"}, 1)
+    got = M.run_sim_case(sc, "fixed", {"mode": "corun"}, 1)
     assert got["guest_s"] == pytest.approx(10.0)
     assert got["cpu_s"]["io"] == pytest.approx(plain["cpu_s"]["io"])
     assert got["cpu_s"]["cpu"] == pytest.approx(plain["cpu_s"]["cpu"] + 7.0, abs=0.01)
-    alone = V.run_sim_case(sc, "fixed", {"mode": "alone"}, 1)
+    alone = M.run_sim_case(sc, "fixed", {"mode": "alone"}, 1)
     assert alone["guest_s"] == pytest.approx(10.0) and "cpu" not in alone["cpu_s"]
 
 
@@ -607,3 +626,39 @@ def test_boot_of_names_a_xen_boot_by_its_run_folder():
     assert records.boot_of(xen) == "qemu:20261124T005648-nh77toer"
     assert records.boot_of({"counters": {"guest_boot_id": "abc", "boot": {"run_dir": "x"}}}) == "abc"
     assert records.boot_of({"counters": {"boot": {}}}) is None and records.boot_of({}) is None
+
+
+def test_the_report_reads_the_runs_the_run_stage_recorded(tmp_path):
+    """The report never runs the simulator: its sim side is the records the manifest lists. A
+    manifest short of a seed, or listing a record that is not the one it names, is an error
+    naming it; a mirror record whose seed is not the file's fails the store's check."""
+    import json
+
+    from schedlab import store
+
+    cfg = V.load()
+    sc = copy.deepcopy(V.select(cfg, "s0-yield-spinners")[0])
+    sc["sim"]["workload"]["job"]["work_cpu_s"] = 2000 * 958e-6
+    sc["qemu"]["points"], sc["qemu"]["variants"], sc["effects"] = [{"vms": 2}], ["base", "yield"], []
+    cfg2 = dict(cfg, seeds=[1, 2], scenarios=[sc])
+    data, base = _data_with_qemu_records(tmp_path), config.load_config()["seed"]
+    runs = M.run(cfg2, data, base, any_design=True)
+    assert len(V.build(cfg2, data, base, runs=runs, any_design=True)["rows"]) > 0
+    short = copy.deepcopy(runs)
+    short["scenarios"][sc["name"]]["cases"][0]["runs"].pop()
+    with pytest.raises(V.ValidationError, match=r"base vms-2: not one run per seed \[1, 2\]"):
+        V.build(cfg2, data, base, runs=short, any_design=True)
+    swapped = copy.deepcopy(runs)
+    a, b = (c["runs"][0] for c in swapped["scenarios"][sc["name"]]["cases"])
+    a["path"] = b["path"]
+    with pytest.raises(V.ValidationError, match="not the record the manifest"):
+        V.build(cfg2, data, base, runs=swapped, any_design=True)
+    with pytest.raises(V.ValidationError, match="no mirror runs given"):
+        V.build(cfg2, data, base, any_design=True)
+    # a mirror record is held to the file's seeds (integrity): one claiming another seed fails
+    path = data / runs["scenarios"][sc["name"]]["cases"][0]["runs"][0]["path"]
+    rec = json.loads(path.read_text())
+    assert store.check_record(path, rec) == [] and rec["seed"] == 1
+    rec["seed"] = 7
+    rec["checksum"] = store.checksum(rec)
+    assert any("field seed: 7" in p for p in store.check_record(path, rec)), store.check_record(path, rec)

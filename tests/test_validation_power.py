@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from schedlab import config
+from schedlab import mirror as M
 from schedlab.report import validation as V
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,28 +30,34 @@ SURVIVES = {
 
 
 @pytest.fixture(scope="module")
-def verdicts():
+def verdicts(tmp_path_factory):
     """The power of the rule is tested on every shipped record of the scenarios' definitions,
     also those made before designs were registered (the paper's validation uses only the
     registered ones, which do not yet cover the scenarios): the band re-derived from the same
-    records, as the rule derives it."""
+    records, as the rule derives it. Each simulator's runs are made by the run stage
+    (schedlab.mirror, records in a scratch data folder beside a copy of the qemu records) and
+    read by the report."""
+    import shutil
+
+    data = tmp_path_factory.mktemp("power") / "data"
+    shutil.copytree(ROOT / "data" / "raw" / "qemu", data / "raw" / "qemu")
     cfg = V.load()
     base = config.load_config()["seed"]
     derived = V.derive_band(cfg, ROOT / "data", base, any_design=True)
     margins = {n: {p: {q: v["margin"] for q, v in qs.items()} for p, qs in by.items()} for n, by in derived.items()}
     cfg["band"] = {**cfg["band"], "margins": margins}
-    model = V.build(cfg, ROOT / "data", base, jobs=2, any_design=True)["scenarios"]
+    runs = M.run(cfg, data, base, jobs=2, any_design=True)
+    model = V.build(cfg, data, base, runs=runs, any_design=True)["scenarios"]
     out = {V.MODEL: model}
     for m in cfg["mutants"]:
-        exe = V.mutant_binary(m["name"])
+        exe = M.mutant_binary(m["name"])
         p = subprocess.run(
             ["make", "-C", str(ROOT / "sim"), str(exe.relative_to(ROOT / "sim"))], capture_output=True, text=True
         )
         assert p.returncode == 0, p.stdout + p.stderr
-        V.check_binary(exe, m["name"])
-        out[m["name"]] = V.build(cfg, ROOT / "data", base, binary=exe, jobs=2, swaps=False, any_design=True)[
-            "scenarios"
-        ]
+        M.check_binary(exe, m["name"])
+        runs = M.run(cfg, data, base, binary=exe, jobs=2, any_design=True)
+        out[m["name"]] = V.build(cfg, data, base, runs=runs, swaps=False, any_design=True)["scenarios"]
     return cfg, out
 
 

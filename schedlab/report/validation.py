@@ -15,43 +15,42 @@ the rule the file fixes (`scenario_verdict`): its counted rows (not at a calibra
 two boots or more) mostly agree, and every effect of the study's own comparison that real Xen
 shows, the mirror shows the same way. Mutants of the simulator (`mutants:` in the file, the
 KO_ switches of sim/src) and the scenarios' own variants swapped must fail it (kill_matrix).
+
+The report stage reads, it does not measure: the mirror's runs are raw records the run stage
+wrote (schedlab.mirror, through run.PointRunner), listed in its manifest; `build` reads them.
 """
 
 from __future__ import annotations
 
-import copy
+import json
 import math
 import os
 import re
-import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from schedlab import config, records, store
+from schedlab import config, store
 from schedlab.config import ConfigError
+from schedlab.mirror import (  # noqa: F401  (the scenario file and the qemu side, as the notebook and tests read them)
+    DEFAULT_PATH,
+    EVENTS,
+    GUEST_S,
+    MODEL,
+    ValidationError,
+    _empty_case,
+    _rel,
+    cases,
+    guest_events,
+    load,
+    parse_quantity,
+    qemu_counts,
+    qemu_side,
+    select,
+)
 
-DEFAULT_PATH = config.ROOT / "config" / "validation.yaml"
-
-EVENTS = ("wake", "yield", "block", "switch", "steal", "pick", "tickle", "boost", "ratelimit", "migration")
-# events xentrace attributes to a domain (counters.sched_events.by_vm); the others are totals
-DOMAIN_EVENTS = ("wake", "yield", "block", "steal", "pick", "boost")
-# the simulator's trace records (sim/README.md, "Trace") -> the xentrace event names
-SIM_TRACE = {
-    "TRC_SCHED_WAKE": "wake",
-    "TRC_SCHED_YIELD": "yield",
-    "TRC_SCHED_BLOCK": "block",
-    "TRC_SCHED_SWITCH": "switch",
-    "TRC_CSCHED_STOLEN_VCPU": "steal",
-    "TRC_CSCHED_PICKED_CPU": "pick",
-    "TRC_CSCHED_TICKLE": "tickle",
-    "TRC_CSCHED_BOOST_START": "boost",
-    "TRC_CSCHED_RATELIMIT": "ratelimit",
-}
 # row verdicts: only AGREE and MISS count; the others say why a row is left out of the count
 AGREE, MISS = "agree", "miss"
 CALIBRATION = "calibration point"
@@ -64,421 +63,6 @@ COUNTED = (AGREE, MISS)
 VALIDATED, NOT_VALIDATED, UNTESTABLE = "validated", "not validated", "untestable"
 # effect verdicts
 REPRODUCED, NOT_REPRODUCED, NONE_ON_XEN, EFFECT_UNTESTABLE = "reproduced", "not reproduced", "none on Xen", "untestable"
-MODEL = "model"  # the kill matrix's row of the simulator as it is
-
-
-class ValidationError(ConfigError):
-    """Bad validation file: one line naming the file and the field."""
-
-
-# ---------------------------------------------------------------- the scenario file
-
-
-def _bad(path, field: str, why: str) -> ValidationError:
-    return ValidationError(f"{_rel(path)}: field {field}: {why}")
-
-
-def _rel(path) -> str:
-    p = Path(path).resolve()
-    return str(p.relative_to(config.ROOT)) if p.is_relative_to(config.ROOT) else str(path)
-
-
-def _need(d: dict, key: str, typ, path, where: str):
-    if not isinstance(d, dict) or key not in d:
-        raise _bad(path, f"{where}.{key}" if where else key, "missing")
-    v = d[key]
-    if typ is not None and not isinstance(v, typ):
-        name = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
-        raise _bad(path, f"{where}.{key}" if where else key, f"must be a {name}, got {type(v).__name__}")
-    return v
-
-
-def parse_quantity(text: str, path, field: str) -> tuple[str, str]:
-    """'A/B' -> (A, B): events A per event B, or per accounting period when B is 'period'."""
-    if not isinstance(text, str) or text.count("/") != 1:
-        raise _bad(path, field, f"{text!r} is not 'EVENT/EVENT' or 'EVENT/period'")
-    a, b = text.split("/")
-    if a not in EVENTS:
-        raise _bad(path, field, f"unknown event {a!r} (known: {', '.join(EVENTS)})")
-    if b not in EVENTS and b != "period":
-        raise _bad(path, field, f"unknown event {b!r} (known: {', '.join(EVENTS)}, period)")
-    if a == b:
-        raise _bad(path, field, f"{text!r} is always 1")
-    return a, b
-
-
-def _point_of(p, axes, path, field) -> str:
-    if not isinstance(p, dict) or set(p) != set(axes):
-        raise _bad(path, field, f"must give the axes {sorted(axes)}, got {p!r}")
-    return config.point_id(p)
-
-
-def _variant_pair(v, variants, path, field) -> tuple[str, str]:
-    if not isinstance(v, list) or len(v) != 2 or v[0] == v[1] or not all(x in variants for x in v):
-        raise _bad(path, field, f"must be two of the scenario's variants {variants}, got {v!r}")
-    return v[0], v[1]
-
-
-def _load_band(doc: dict, path, names: dict) -> dict:
-    band = _need(doc, "band", dict, path, "")
-    unknown = sorted(set(band) - {"confidence", "effect_confidence", "z", "margins"})
-    if unknown:
-        raise _bad(path, f"band.{unknown[0]}", "unknown field")
-    out = {}
-    for k in ("confidence", "effect_confidence"):
-        v = _need(band, k, (int, float), path, "band")
-        if not 50 <= v < 100:
-            raise _bad(path, f"band.{k}", f"must be in [50, 100), got {v!r}")
-        out[k] = float(v)
-    z = _need(band, "z", (int, float), path, "band")
-    if not 0 < z < 10:
-        raise _bad(path, "band.z", f"must be in (0, 10), got {z!r}")
-    out["z"] = float(z)
-    margins = band.get("margins") or {}
-    if not isinstance(margins, dict):
-        raise _bad(path, "band.margins", "must map scenario names to {point: {quantity: margin}}")
-    out["margins"] = {}
-    for name, by_point in margins.items():
-        if name not in names:
-            raise _bad(path, f"band.margins.{name}", "not a scenario of the file")
-        if not isinstance(by_point, dict):
-            raise _bad(path, f"band.margins.{name}", "must map point ids to {quantity: margin}")
-        out["margins"][name] = {}
-        for pid, m in by_point.items():
-            f = f"band.margins.{name}.{pid}"
-            if pid not in names[name]["points"]:
-                raise _bad(path, f, f"not a point of the scenario ({', '.join(names[name]['points'])})")
-            if not isinstance(m, dict):
-                raise _bad(path, f, "must map quantities to margins")
-            for q, v in m.items():
-                if q != "share" and q not in names[name]["rates"]:
-                    raise _bad(path, f"{f}.{q}", "not one of the scenario's rates (or 'share')")
-                if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or (q != "share" and v < 1):
-                    raise _bad(path, f"{f}.{q}", f"must be a factor >= 1 (rates) or points >= 0 (share), got {v!r}")
-            out["margins"][name][pid] = {q: float(v) for q, v in m.items()}
-    return out
-
-
-def load(path: str | os.PathLike = DEFAULT_PATH) -> dict:
-    """The validation file, checked: every problem is a ValidationError naming the file and field."""
-    path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ValidationError(f"{_rel(path)}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ValidationError(f"{_rel(path)}:{where} not valid YAML: {getattr(e, 'problem', e)}") from None
-    if not isinstance(doc, dict):
-        raise _bad(path, "(top level)", "must be a mapping")
-    unknown = sorted(set(doc) - {"band", "verdict", "period_ms", "seeds", "mutants", "scenarios"})
-    if unknown:
-        raise _bad(path, unknown[0], "unknown field")
-    verdict = _need(doc, "verdict", dict, path, "")
-    if set(verdict) != {"rows_agree_above"}:
-        raise _bad(path, "verdict", "must be {rows_agree_above: fraction}")
-    frac = verdict["rows_agree_above"]
-    if not isinstance(frac, (int, float)) or isinstance(frac, bool) or not 0 <= frac < 1:
-        raise _bad(path, "verdict.rows_agree_above", f"must be a fraction in [0, 1), got {frac!r}")
-    period = _need(doc, "period_ms", (int, float), path, "")
-    if period <= 0:
-        raise _bad(path, "period_ms", f"must be > 0, got {period!r}")
-    seeds = _need(doc, "seeds", list, path, "")
-    if len(seeds) < 2 or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
-        raise _bad(path, "seeds", "must be a list of at least 2 non-negative integers (an interval needs 2)")
-    scs = _need(doc, "scenarios", list, path, "")
-    if not scs:
-        raise _bad(path, "scenarios", "empty")
-    names: dict[str, list] = {}
-    out = []
-    for i, sc in enumerate(scs):
-        w = f"scenarios[{i}]"
-        if not isinstance(sc, dict):
-            raise _bad(path, w, "must be a mapping")
-        unknown = sorted(
-            set(sc)
-            - {"name", "description", "qemu", "domains", "sim", "rates", "shares", "known", "calibration", "swap",
-               "effects", "calibrated"}
-        )  # fmt: skip
-        if unknown:
-            raise _bad(path, f"{w}.{unknown[0]}", "unknown field")
-        name = _need(sc, "name", str, path, w)
-        if name in names:
-            raise _bad(path, f"{w}.name", f"duplicate scenario name {name!r}")
-        _need(sc, "description", str, path, w)
-        q = _need(sc, "qemu", dict, path, w)
-        study = _need(q, "study", str, path, f"{w}.qemu")
-        st = _study(study, path, f"{w}.qemu.study")
-        variants = _need(q, "variants", list, path, f"{w}.qemu")
-        for v in variants:
-            if v not in st["variants"]:
-                raise _bad(path, f"{w}.qemu.variants", f"study {study} has no variant {v!r}")
-        pts = _need(q, "points", list, path, f"{w}.qemu")
-        axes = config.testbed_settings(st, "qemu")["axes"]
-        pids = [_point_of(p, axes, path, f"{w}.qemu.points[{j}]") for j, p in enumerate(pts)]
-        if q.get("guest_time") not in (None, "lockmod_elapsed", "trace_window"):
-            raise _bad(
-                path,
-                f"{w}.qemu.guest_time",
-                f"must be lockmod_elapsed, trace_window or null, got {q.get('guest_time')!r}",
-            )
-        doms = _need(sc, "domains", dict, path, w)
-        if not doms or not all(isinstance(k, str) and isinstance(v, str) for k, v in doms.items()):
-            raise _bad(path, f"{w}.domains", "must map qemu guest names to sim domain names")
-        sim = _need(sc, "sim", dict, path, w)
-        sstudy = _need(sim, "study", str, path, f"{w}.sim")
-        _study(sstudy, path, f"{w}.sim.study")
-        if sstudy != study:
-            raise _bad(path, f"{w}.sim.study", f"must be the qemu side's study {study!r}, got {sstudy!r}")
-        for k in ("workload", "scenario"):
-            if not isinstance(sim.get(k) or {}, dict):
-                raise _bad(path, f"{w}.sim.{k}", "must be a mapping")
-        unknown = sorted(set(sim) - {"study", "workload", "scenario", "tail"})
-        if unknown:
-            raise _bad(path, f"{w}.sim.{unknown[0]}", "unknown field")
-        if "tail" in sim:
-            tail = sim["tail"]
-            if not isinstance(tail, dict) or set(tail) != {"running"} or not isinstance(tail["running"], list):
-                raise _bad(path, f"{w}.sim.tail", "must be {running: [sim domains that run on in it]}")
-            if q.get("guest_time") != "trace_window":
-                raise _bad(
-                    path, f"{w}.sim.tail", "needs qemu.guest_time: trace_window (the tail fills the trace's span)"
-                )
-            for d in tail["running"]:
-                if d not in doms.values():
-                    raise _bad(path, f"{w}.sim.tail.running", f"{d!r} is not one of the scenario's sim domains")
-        rates = _need(sc, "rates", list, path, w)
-        parsed = [parse_quantity(r, path, f"{w}.rates[{j}]") for j, r in enumerate(rates)]
-        if any(b == "period" for _, b in parsed) and q.get("guest_time") is None:
-            raise _bad(path, f"{w}.rates", "per-period rates need qemu.guest_time")
-        if not isinstance(sc.get("shares", False), bool):
-            raise _bad(path, f"{w}.shares", "must be true or false")
-        known = sc.get("known") or {}
-        if not isinstance(known, dict):
-            raise _bad(path, f"{w}.known", "must map quantities to {below/above: reason, tried: model change}")
-        for k, v in known.items():
-            ok = (
-                isinstance(v, dict)
-                and isinstance(v.get("tried"), str)
-                and v["tried"].strip()
-                and set(v) - {"tried"}
-                and set(v) <= {"below", "above", "tried"}
-                and all(isinstance(x, str) for x in v.values())
-            )
-            if not ok:
-                # a reason excuses a miss only with the model change that adds the missing mechanism,
-                # tried and closing the gap (docs/validation.md, "Criterion")
-                raise _bad(
-                    path,
-                    f"{w}.known.{k}",
-                    "must be {below: reason and/or above: reason, tried: the model change that closed the gap}",
-                )
-            if k not in rates and k != "share":
-                raise _bad(path, f"{w}.known.{k}", "not one of the scenario's rates (or 'share')")
-        calib = sc.get("calibration") or []
-        if not isinstance(calib, list):
-            raise _bad(path, f"{w}.calibration", "must be a list of {variant, point}")
-        cal = set()
-        for j, c in enumerate(calib):
-            f = f"{w}.calibration[{j}]"
-            if not isinstance(c, dict) or set(c) != {"variant", "point"} or c["variant"] not in variants:
-                raise _bad(path, f, f"must be {{variant: one of {variants}, point: a point of qemu.points}}")
-            pid = _point_of(c["point"], axes, path, f"{f}.point")
-            if pid not in pids:
-                raise _bad(path, f"{f}.point", "not one of qemu.points")
-            cal.add((c["variant"], pid))
-        swap = _variant_pair(sc["swap"], variants, path, f"{w}.swap") if "swap" in sc else None
-        effects = []
-        for j, e in enumerate(sc.get("effects") or []):
-            f = f"{w}.effects[{j}]"
-            if not isinstance(e, dict) or set(e) != {"metric", "variants", "points"}:
-                raise _bad(path, f, "must be {metric, variants: [a, b], points: [...]}")
-            metrics = {m["name"] for m in st.get("metrics", [])}
-            if e["metric"] not in metrics:
-                raise _bad(path, f"{f}.metric", f"study {study} has no metric {e['metric']!r}")
-            a, b = _variant_pair(e["variants"], variants, path, f"{f}.variants")
-            if not isinstance(e["points"], list) or not e["points"]:
-                raise _bad(path, f"{f}.points", "must be a non-empty list of points")
-            for k, p in enumerate(e["points"]):
-                if _point_of(p, axes, path, f"{f}.points[{k}]") not in pids:
-                    raise _bad(path, f"{f}.points[{k}]", "not one of qemu.points")
-            effects.append({"metric": e["metric"], "variants": (a, b), "points": list(e["points"])})
-        names[name] = {"rates": list(rates), "points": pids}
-        item = dict(sc, shares=bool(sc.get("shares", False)), known=known, _study=st, calibration=cal, swap=swap,
-                    effects=effects)  # fmt: skip
-        item["calibrated"] = _load_calibrated(sc.get("calibrated") or [], item, path, f"{w}.calibrated")
-        out.append(item)
-    band = _load_band(doc, path, names)
-    mutants = _load_mutants(doc.get("mutants") or [], path, names)
-    return {
-        "band": band,
-        "verdict": {"rows_agree_above": float(frac)},
-        "period_s": float(period) / 1000,
-        "seeds": [int(s) for s in seeds],
-        "mutants": mutants,
-        "scenarios": out,
-        "_file": str(path),
-    }
-
-
-def _load_calibrated(items, sc: dict, path, field: str) -> list[dict]:
-    """The scenario's calibrated values (`calibrated:`): each a dotted path into the mirror's
-    sim_workload (its value, or a distribution's mean, is read from there, so the list cannot
-    drift from what runs), what it is, and where it was measured (default: the calibration
-    points)."""
-    if not isinstance(items, list):
-        raise _bad(path, field, "must be a list of {path, what[, unit, measured_at]}")
-    wl = sim_study(sc)["sim_workload"]
-    out = []
-    for j, it in enumerate(items):
-        f = f"{field}[{j}]"
-        if (
-            not isinstance(it, dict)
-            or not {"path", "what"} <= set(it)
-            or set(it) - {"path", "what", "unit", "measured_at"}
-        ):
-            raise _bad(path, f, "must be {path, what[, unit, measured_at]}")
-        v: Any = wl
-        for k in str(it["path"]).split("."):
-            if not isinstance(v, dict) or k not in v:
-                raise _bad(path, f"{f}.path", f"{it['path']!r} is not in the mirror's sim_workload")
-            v = v[k]
-        if isinstance(v, dict):
-            v = v.get("mean")
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise _bad(path, f"{f}.path", f"{it['path']!r} is not a number or a distribution with a mean")
-        out.append({"path": it["path"], "what": str(it["what"]), "unit": str(it.get("unit", "")), "value": float(v),
-                    "measured_at": it.get("measured_at")})  # fmt: skip
-    return out
-
-
-MUTANT_NAME = re.compile(r"[a-z][a-z0-9_]*")
-
-
-def _load_mutants(ms, path, names: dict) -> list[dict]:
-    if not isinstance(ms, list):
-        raise _bad(path, "mutants", "must be a list")
-    out, seen = [], set()
-    for j, m in enumerate(ms):
-        f = f"mutants[{j}]"
-        if not isinstance(m, dict) or set(m) - {"name", "mechanism", "xen", "exercised_by", "why"}:
-            raise _bad(path, f, "must be {name, mechanism, xen, exercised_by[, why]}")
-        for k in ("name", "mechanism", "xen"):
-            _need(m, k, str, path, f)
-        if not MUTANT_NAME.fullmatch(m["name"]) or m["name"] in seen or m["name"] == MODEL:
-            raise _bad(
-                path, f"{f}.name", f"must be a new lower-case C identifier (KO_ + it in capitals), got {m['name']!r}"
-            )
-        seen.add(m["name"])
-        ex = m.get("exercised_by")
-        if ex is not None and ex not in names:  # names: the scenarios
-            raise _bad(path, f"{f}.exercised_by", f"not a scenario of the file: {ex!r}")
-        if ex is None and not isinstance(m.get("why"), str):
-            raise _bad(path, f"{f}.why", "a mutant that no scenario exercises says why")
-        out.append(dict(m, exercised_by=ex))
-    return out
-
-
-def _study(name: str, path, field: str) -> dict:
-    f = config.STUDIES_DIR / f"{name}.yaml"
-    if not f.exists():
-        raise _bad(path, field, f"no study {name!r} ({_rel(f)} does not exist)")
-    return config.load_study(f)
-
-
-def select(cfg: dict, name: str | None) -> list[dict]:
-    if name is None:
-        return cfg["scenarios"]
-    hit = [s for s in cfg["scenarios"] if s["name"] == name]
-    if not hit:
-        known = ", ".join(s["name"] for s in cfg["scenarios"])
-        raise ValidationError(f"{_rel(cfg['_file'])}: no scenario {name!r} (known: {known})")
-    return hit
-
-
-def cases(sc: dict) -> list[tuple[str, dict]]:
-    return [(v, p) for v in sc["qemu"]["variants"] for p in sc["qemu"]["points"]]
-
-
-# ---------------------------------------------------------------- counts: qemu
-
-
-def guest_events(by_guest, total: dict, migrations: int) -> dict:
-    """The guests' event counts, one rule for both sides (qemu_counts, count_trace): events a
-    trace attributes to a domain are summed over the guests (`by_guest`: one count dict per
-    guest); switches and tickles carry no domain, so each wake of a domain that is not a guest
-    (dom0, S1's netback domain in the sim, idle guests) takes 2 switches (in and out) and 1
-    tickle off the totals."""
-    out = {e: sum(int(v.get(e, 0)) for v in by_guest) for e in DOMAIN_EVENTS}
-    other_wakes = max(0, int(total.get("wake", 0)) - out["wake"])
-    out["switch"] = max(0, int(total.get("switch", 0)) - 2 * other_wakes)
-    out["tickle"] = max(0, int(total.get("tickle", 0)) - other_wakes)
-    out["ratelimit"] = int(total.get("ratelimit", 0))
-    out["migration"] = int(migrations)
-    return out
-
-
-def qemu_counts(rec: dict, sc: dict) -> dict | None:
-    """A qemu record reduced to the guests' event counts: {"events": {...}, "cpu_s": {sim dom: s},
-    "guest_s": s or None}; None if the record has no sched_events.
-
-    Events xentrace attributes to a domain are summed over the scenario's guests. Switches and
-    tickles are recorded without a domain; the activity of dom0 and of idle guests is taken
-    out as 2 switches (in and out) and one tickle per wake of a domain that is not a guest."""
-    c = rec.get("counters") or {}
-    ev = c.get("sched_events")
-    if not ev:
-        return None
-    doms = sc["domains"]
-    by_vm = {k: v for k, v in (ev.get("by_vm") or {}).items() if k in doms}
-    out = guest_events(by_vm.values(), ev.get("total") or {}, int(ev.get("migrations", 0)))
-    cpu = {doms[k]: float(v) for k, v in (c.get("cpu_seconds") or {}).items() if k in by_vm}
-    guest_s = None
-    if sc["qemu"].get("guest_time") == "lockmod_elapsed":
-        el = [float(v["elapsed_ns"]) / 1e9 for k, v in (c.get("per_vm") or {}).items() if k in by_vm]
-        guest_s = max(el) if el else None
-    elif sc["qemu"].get("guest_time") == "trace_window":
-        # dom0's clock around the traced measurement (records from 2026-11-24 on)
-        g = c.get("trace_window_guest_s")
-        guest_s = float(g) if g else None
-    return {"events": out, "cpu_s": cpu, "guest_s": guest_s}
-
-
-def _empty_case() -> dict:
-    return {"counts": [], "runs": [], "boots": [], "metrics": [], "without_events": 0, "warmups": 0}
-
-
-def qemu_side(sc: dict, data_dir: Path, base_seed: int, any_design: bool = False) -> dict[tuple[str, str], dict]:
-    """Per (variant, point id): the measured runs of the study's current definition (the
-    selection `schedlab dataset` makes for the notebooks), warm-ups and failed runs left out,
-    as {"counts": [...], "runs": [run ids], "boots": [the boot of each run], "metrics": [each
-    run's metrics], "without_events": n, "warmups": n}. A run's boot is `records.boot_of`;
-    a record that names none is its own boot."""
-    study = sc["_study"]
-    # the records of the study's registered design (any_design: every record of its definition,
-    # for exploratory uses only, e.g. the tests of the validation's power)
-    man = records.select(study, "qemu", Path(data_dir), base_seed, any_design=any_design)
-    want = {(v, config.point_id(p)) for v, p in cases(sc)}
-    out: dict[tuple[str, str], dict] = {k: _empty_case() for k in want}
-    for entry in man["points"]:
-        key = (entry["variant"], entry["point_id"])
-        if key not in want:
-            continue
-        for r in entry["runs"]:
-            if r["warmup"]:
-                out[key]["warmups"] += 1
-                continue
-            rec = store.read_record(Path(data_dir) / r["path"])
-            cnt = qemu_counts(rec, sc)
-            if cnt is None:
-                out[key]["without_events"] += 1
-                continue
-            out[key]["counts"].append(cnt)
-            out[key]["runs"].append(rec["run_id"])
-            out[key]["boots"].append(records.boot_of(rec) or f"run:{rec['run_id']}")
-            out[key]["metrics"].append({k: float(v) for k, v in (rec.get("metrics") or {}).items()})
-    return out
 
 
 def per_boot(values: list[float], boots: list[str]) -> list[float]:
@@ -491,208 +75,6 @@ def per_boot(values: list[float], boots: list[str]) -> list[float]:
         if v is not None and math.isfinite(v):
             by[b].append(float(v))
     return [sum(x) / len(x) for x in by.values() if x]
-
-
-# ---------------------------------------------------------------- counts: sim
-
-
-def merge(base: Any, over: Any) -> Any:
-    """`over` merged into `base`: dicts merge key by key, anything else replaces."""
-    if isinstance(base, dict) and isinstance(over, dict):
-        out = dict(base)
-        for k, v in over.items():
-            out[k] = merge(base.get(k), v) if k in base else copy.deepcopy(v)
-        return out
-    return copy.deepcopy(over)
-
-
-def sim_study(sc: dict) -> dict:
-    st = copy.deepcopy(sc["_study"])
-    st["sim_workload"] = merge(st.get("sim_workload") or {}, sc["sim"].get("workload") or {})
-    return st
-
-
-def count_trace(stream, warmup_ns: int, guests=None) -> dict:
-    """Events per xentrace name after `warmup_ns` from a simulator trace (JSON lines), the
-    migrations (a vCPU switched in on another pCPU than the one it last ran on: xentrace's
-    definition) and the number of records. `guests` (the trace's domain indices of the
-    scenario's guests; None: every domain counts as a guest) reduces the counts to the guests'
-    by the rule the qemu side uses (guest_events; migrations: the guests' vCPUs', as xentrace's
-    placement counts them): without it, the wakes and boosts of a sim domain that stands for
-    dom0 (S1's netback) would enter the sim's per-wake rates, while the qemu side counts the
-    guests only. The simulator counts the same itself (its result's "xentrace", xentrace_counts)."""
-    n = 0
-    cnt: Counter = Counter()
-    by_dom: dict[int, Counter] = {}
-    last: dict[tuple[str, str], str] = {}
-    migr = 0
-    mine = None if guests is None else {f'"dom":{d}' for d in guests}  # whose migrations count (qemu: guests only)
-    for line in stream:
-        n += 1
-        # {"t_ns":T,"ev":"E","cpu":C,"dom":D,"vcpu":V,...}: the fixed order of the writer
-        parts = line.split(",", 5)
-        if len(parts) < 6:
-            continue
-        ev = parts[1][6:-1]
-        name = SIM_TRACE.get(ev)
-        if name is None:
-            continue
-        t = int(parts[0][8:])
-        if name == "switch":
-            dv = (parts[3], parts[4])
-            if dv[0] != '"dom":-1':
-                cpu = parts[2]
-                prev = last.get(dv)
-                if prev is not None and prev != cpu and t >= warmup_ns and (mine is None or dv[0] in mine):
-                    migr += 1
-                last[dv] = cpu
-        if t >= warmup_ns:
-            cnt[name] += 1
-            if guests is not None and name in DOMAIN_EVENTS:
-                by_dom.setdefault(int(parts[3][6:]), Counter())[name] += 1
-    if guests is not None:
-        out = guest_events([by_dom.get(d, {}) for d in set(guests)], cnt, migr)
-        return {"events": {e: int(out.get(e, 0)) for e in EVENTS}, "records": n}
-    out = {e: int(cnt.get(e, 0)) for e in EVENTS if e != "migration"}
-    out["migration"] = migr
-    return {"events": out, "records": n}
-
-
-def xentrace_counts(res: dict, guests: list[int]) -> dict:
-    """The simulator's own counts of the xentrace records (its result's "xentrace", counted
-    after warm-up as count_trace counts a trace, tests/test_validation.py) reduced to the
-    guests by the qemu side's rule (guest_events); migrations are the guests'."""
-    xt = res["xentrace"]
-    by = [xt["by_domain"][i] for i in sorted(set(guests))]
-    out = guest_events(by, xt["total"], sum(int(d.get("migration", 0)) for d in by))
-    return {e: int(out.get(e, 0)) for e in EVENTS}
-
-
-def _metric_migrations_per_kunit(res: dict[str, dict], guests: dict[str, list[int]]) -> float:
-    """Migrations per 1000 work units of the guests (S3's qemu metric: xentrace migrations
-    over the work the guests executed)."""
-    mig = sum(res[t]["xentrace"]["by_domain"][i]["migration"] for t in res for i in guests[t])
-    ops = sum(res[t]["domains"][i]["ops"] for t in res for i in guests[t])
-    return 1000.0 * mig / ops if ops else math.nan
-
-
-def _metric_home_share(res: dict[str, dict], guests: dict[str, list[int]]) -> float:
-    """% of the guests' run time on a pCPU of their home node, over every phase (numamix's
-    home_share)."""
-    home = sum(res[t]["domains"][i]["home_running_s"] for t in res for i in guests[t])
-    run = sum(res[t]["domains"][i]["running_s"] for t in res for i in guests[t])
-    return 100.0 * home / run if run > 0 else math.nan
-
-
-# metrics of the real side that the study's sim metrics do not compute, from the mirror's results
-SIM_METRICS = {"migrations_per_kunit": _metric_migrations_per_kunit, "home_share": _metric_home_share}
-
-
-def _sim_metrics(sc: dict, study: dict, point: dict, res: dict[str, dict], guests: dict[str, list[int]]) -> dict:
-    """The effect metrics of the scenario on the mirror: the study's own sim metrics where they
-    compute it (S0's build time, S1's latency, S2's ops), else SIM_METRICS. NaN where the mirror
-    cannot give it (a build that never ends on a mutant)."""
-    from schedlab.core.testbed import RunFailed
-    from schedlab.testbeds.sim import model_of
-
-    want = {e["metric"] for e in sc["effects"]}
-    out = {}
-    own: dict = {}
-    if want - set(SIM_METRICS):
-        try:
-            own = model_of(study)[1](study, res, point, study["sim_workload"])[0]
-        except (RunFailed, ZeroDivisionError, KeyError, StopIteration):
-            own = {}
-    for m in want:
-        out[m] = float(SIM_METRICS[m](res, guests)) if m in SIM_METRICS else float(own.get(m, math.nan))
-    return out
-
-
-def run_sim_case(sc: dict, variant: str, point: dict, seed: int, binary: str | os.PathLike | None = None) -> dict:
-    """One sim run of a case: the study's scenarios (SimTestbed.scenarios) with the scenario's
-    overrides, each counted as the qemu side is (the simulator's own xentrace counts, equal to
-    its trace's), plus the effect metrics. Deterministic: the same seed gives the same counts."""
-    from schedlab.testbeds.sim import SimTestbed, ensure_binary, run_scenario
-
-    tb = SimTestbed(binary=binary)
-    study = sim_study(sc)
-    exe = ensure_binary(tb.binary, tb.build)
-    events: Counter = Counter()
-    run_s: dict[str, float] = {}
-    guest_s = 0.0
-    over = sc["sim"].get("scenario") or {}
-    phases = [(tag, merge(scen, over)) for tag, scen in tb.scenarios(study, variant, dict(point), seed)]
-    names = set(sc["domains"].values())
-    results: dict[str, dict] = {}
-    guests_of: dict[str, list[int]] = {}
-
-    def run_phase(tag: str, scen: dict) -> float:
-        """Run one scenario, add its counts and run times; its measured guest time."""
-        scen["domains"] = [d for d in scen["domains"] if (d.get("workload") or {}).get("kind") != "idle"]
-        # the guests: the sim domains the scenario maps qemu guests to (not S1's netback dom0)
-        guests = [i for i, d in enumerate(scen["domains"]) if d.get("name") in names]
-        res = run_scenario(scen, exe, tb.timeout)
-        events.update(xentrace_counts(res, guests))
-        for d in res["domains"]:
-            run_s[d["name"]] = run_s.get(d["name"], 0.0) + float(d["running_s"])
-        if tag != "tail":
-            results[tag], guests_of[tag] = res, guests
-        return float(res["measured_s"])
-
-    for tag, scen in phases:
-        guest_s += run_phase(tag, scen)
-    tail = _tail(sc, variant, point, phases[-1][1], guest_s)
-    if tail is not None:  # with nothing running on in it (S1 alone) only its time counts
-        guest_s += run_phase("tail", tail) if tail["domains"] else float(tail["duration_s"])
-    metrics = _sim_metrics(sc, study, point, results, guests_of) if sc.get("effects") else {}
-    return {
-        "events": {e: int(events.get(e, 0)) for e in EVENTS},
-        "cpu_s": run_s,
-        "guest_s": guest_s,
-        "metrics": metrics,
-    }
-
-
-def _tail(sc: dict, variant: str, point: dict, last: dict, guest_s: float) -> dict | None:
-    """The remainder of the real trace's span after the mirror's measured phases (`sim.tail`):
-    the case's mean trace_window_guest_s (`_span_s`, set by build) less the phases' guest time,
-    a scenario in which only the `running` domains run on (S1's hog, while dom0's ssh and xl
-    calls around the measurement leave the I/O VM idle). None without a tail or a span."""
-    if "tail" not in sc["sim"]:
-        return None
-    span = (sc.get("_span_s") or {}).get((variant, config.point_id(point)))
-    if not span or span <= guest_s:
-        return None
-    keep = set(sc["sim"]["tail"]["running"])
-    return dict(
-        last, duration_s=span - guest_s, warmup_s=0.0, domains=[d for d in last["domains"] if d.get("name") in keep]
-    )
-
-
-def sim_side(sc: dict, seeds: list[int], binary=None, jobs: int = 1, step=None) -> dict[tuple[str, str], dict]:
-    """Every case of the scenario on the simulator, one run per seed (`jobs` at a time);
-    `step()` after each run (the progress bar)."""
-    todo = [(v, p, s) for v, p in cases(sc) for s in seeds]
-
-    def one(t):
-        c = run_sim_case(sc, t[0], t[1], t[2], binary)
-        if step:
-            step()
-        return c
-
-    if jobs > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(jobs) as ex:  # the simulator is a process: threads only wait for it
-            got = list(ex.map(one, todo))
-    else:
-        got = [one(t) for t in todo]
-    out: dict[tuple[str, str], dict] = {}
-    for (v, p, s), c in zip(todo, got):
-        out.setdefault((v, config.point_id(p)), {"counts": [], "seeds": []})
-        out[(v, config.point_id(p))]["counts"].append(c)
-        out[(v, config.point_id(p))]["seeds"].append(s)
-    return out
 
 
 # ---------------------------------------------------------------- rates, intervals, verdicts
@@ -1054,42 +436,77 @@ def swapped(sim: dict, pair: tuple[str, str]) -> dict:
     return {(flip.get(v, v), pid): val for (v, pid), val in sim.items()}
 
 
+def read_runs(runs: dict | str | os.PathLike) -> tuple[dict, str]:
+    """The mirror's manifest (schedlab.mirror.run's, or its file) and where it came from."""
+    if isinstance(runs, dict):
+        return runs, "the mirror's runs"
+    try:
+        man = json.loads(Path(runs).read_text())
+    except OSError as e:
+        raise ValidationError(
+            f"{_rel(runs)}: {e.strerror or e} (the mirror's runs: python -m schedlab.mirror run)"
+        ) from None
+    except ValueError as e:
+        raise ValidationError(f"{_rel(runs)}: not the mirror's manifest ({e})") from None
+    if not isinstance(man, dict) or not isinstance(man.get("scenarios"), dict):
+        raise ValidationError(f"{_rel(runs)}: not the mirror's manifest (no scenarios)")
+    return man, _rel(runs)
+
+
+def sim_counts(rec: dict) -> dict:
+    """A mirror run's record as the comparison reads it: the guests' event counts, run times,
+    guest time and effect metrics (one left out of the record, NaN, is read as missing)."""
+    m = dict(rec["metrics"])
+    guest_s = m.pop(GUEST_S)
+    return {"events": rec["counters"]["events"], "cpu_s": rec["counters"]["cpu_s"], "guest_s": guest_s, "metrics": m}
+
+
+def sim_side(sc: dict, runs: dict, where: str, data_dir: Path, seeds: list[int]) -> dict[tuple[str, str], dict]:
+    """Per case, the mirror's runs of the scenario from their records (the manifest's), one per
+    seed of the file in its order; a manifest that lacks a case or a seed is stale: an error."""
+    got = runs["scenarios"].get(sc["name"])
+    if got is None:
+        raise ValidationError(f"{where}: no runs of scenario {sc['name']} (run the mirror again)")
+    by = {(c["variant"], c["point_id"]): c["runs"] for c in got["cases"]}
+    out: dict[tuple[str, str], dict] = {}
+    for v, p in cases(sc):
+        key = (v, config.point_id(p))
+        entries = by.get(key)
+        if entries is None or [e["seed"] for e in entries] != list(seeds):
+            raise ValidationError(
+                f"{where}: scenario {sc['name']} {v} {key[1]}: not one run per seed {seeds} (run the mirror again)"
+            )
+        counts = []
+        for e in entries:
+            path = Path(data_dir) / e["path"]
+            rec = store.read_record(path)
+            if rec.get("checksum") != e["checksum"]:
+                raise ValidationError(f"{_rel(path)}: not the record the manifest {where} lists (checksum)")
+            counts.append(sim_counts(rec))
+        out[key] = {"counts": counts, "seeds": [e["seed"] for e in entries]}
+    return out
+
+
 def build(
     cfg: dict,
     data_dir: Path,
     base_seed: int,
     scenario: str | None = None,
-    binary=None,
-    sim_runner=None,
-    progress=None,
-    jobs: int = 1,
+    runs: dict | str | os.PathLike | None = None,
     swaps: bool = True,
     any_design: bool = False,
 ) -> dict[str, pd.DataFrame]:
     """The whole validation: {"rows": every comparison row, "effects": the effect table,
     "scenarios": the verdict of every scenario for the model, and for each scenario's own
-    variants swapped (`swaps`)}."""
-    from schedlab.core.progress import Progress
-
+    variants swapped (`swaps`)}. `runs`: the mirror's runs (schedlab.mirror.run's manifest or
+    its file), read from their records: the simulator is never run here."""
+    if runs is None:
+        raise ValidationError("no mirror runs given (schedlab validate-sim, or python -m schedlab.mirror run)")
+    man, where = read_runs(runs)
     frames, effs, verdicts = [], [], []
-    chosen = select(cfg, scenario)
-    # the simulator's runs are the validation's long step: a bar on a terminal, else a line every 15 s
-    bar = Progress(
-        sum(len(cases(sc)) for sc in chosen) * len(cfg["seeds"]), sys.stderr, "validation", "sim run", every_s=15
-    )
-    for sc in chosen:
+    for sc in select(cfg, scenario):
         q = qemu_side(sc, data_dir, base_seed, any_design)
-        if "tail" in sc["sim"]:
-            # the span the mirror fills per case: the mean guest time of the real traces
-            spans = {k: [c["guest_s"] for c in v["counts"] if c["guest_s"]] for k, v in q.items()}
-            sc = dict(sc, _span_s={k: sum(v) / len(v) for k, v in spans.items() if v})
-        if progress:
-            progress(f"{sc['name']}: sim {len(cases(sc))} case(s) x {len(cfg['seeds'])} seed(s)")
-        if sim_runner is None:
-            s = sim_side(sc, cfg["seeds"], binary, jobs, step=lambda: bar.step(measured=False))
-        else:
-            s = sim_runner(sc, cfg["seeds"], binary)
-            bar.step(n=len(cases(sc)) * len(cfg["seeds"]), measured=False)
+        s = sim_side(sc, man, where, data_dir, cfg["seeds"])
         rows, eff = compare(sc, q, s, cfg), effects(sc, q, s, cfg)
         frames.append(rows)
         effs.append(eff)
@@ -1098,7 +515,6 @@ def build(
             s2 = swapped(s, sc["swap"])
             verdicts.append(scenario_verdict(compare(sc, q, s2, cfg), effects(sc, q, s2, cfg), cfg, sc["name"],
                                              swap_label(sc)))  # fmt: skip
-    bar.close()
     return {
         "rows": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS),
         "effects": pd.concat(effs, ignore_index=True) if effs else pd.DataFrame(columns=EFFECT_COLUMNS),
@@ -1752,37 +1168,17 @@ def summary(res: dict[str, pd.DataFrame]) -> list[str]:
     return lines
 
 
-def check_binary(binary: Path | None, mutant: str | None = None) -> str:
-    """The simulator's --version; with `mutant`, it must name KO_<MUTANT> (a mistyped switch
-    builds the model itself, which would then pass for a mutant)."""
-    import subprocess
-
-    from schedlab.testbeds.sim import BINARY, ensure_binary
-
-    exe = ensure_binary(Path(binary)) if binary else ensure_binary(BINARY)
-    try:
-        v = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise ValidationError(f"{exe}: not a runnable simulator ({e})") from None
-    if not v.startswith("credit1sim"):
-        raise ValidationError(f"{exe}: not the credit1 simulator (--version says {v[:80]!r})")
-    if mutant is not None and not v.endswith(f"mutant KO_{mutant.upper()}"):
-        raise ValidationError(f"{exe}: --version says {v!r}, not mutant KO_{mutant.upper()}")
-    return v
-
-
 def main(
     scenario: str | None,
     out: str | os.PathLike,
     config_file=None,
     data_dir="data",
-    sim: str | os.PathLike | None = None,
-    jobs: int = 1,
+    runs: dict | str | os.PathLike | None = None,
     mutant: str | None = None,
 ) -> int:
-    """`schedlab validate-sim`: the tables (CSV, LaTeX, sidecar, macros), one line per scenario and
-    last `validated: K of N scenarios`. `sim`: validate that simulator binary instead of the
-    model's (sim/build/credit1sim); `mutant`: it is that mutant (checked; no swaps)."""
+    """The report of `schedlab validate-sim`: from the mirror's runs (`runs`, schedlab.mirror's
+    manifest) and the qemu records, the tables (CSV, LaTeX, sidecar, macros), one line per
+    scenario and last `validated: K of N scenarios`. `mutant`: the runs are that mutant's (no swaps)."""
     import sys
 
     cfg = load(config_file or DEFAULT_PATH)
@@ -1790,18 +1186,19 @@ def main(
         raise ValidationError(
             f"{_rel(cfg['_file'])}: no mutant {mutant!r} (known: {', '.join(m['name'] for m in cfg['mutants'])})"
         )
-    if sim is not None and not Path(sim).is_file():
-        raise ValidationError(f"--sim {sim}: no such file")
-    version = check_binary(Path(sim) if sim else None, mutant)
+    man, where = read_runs(runs) if runs is not None else (None, "")
+    version = ((man or {}).get("simulator") or {}).get("simulator") or ""
+    if mutant is not None and not version.endswith(f"mutant KO_{mutant.upper()}"):
+        raise ValidationError(
+            f"{where}: runs of {version or 'an unnamed simulator'!r}, not of mutant KO_{mutant.upper()}"
+        )
     base_seed = config.load_config()["seed"]
     stale = stale_band(cfg, derive_band(cfg, Path(data_dir), base_seed))
     if stale:
         print(f"note: the band in {_rel(cfg['_file'])} differs from real Xen's spread in the records now "
               f"({stale[0]}{'; ...' if len(stale) > 1 else ''}): `schedlab validate-sim --derive-band`, "
               "commit, then validate", file=sys.stderr)  # fmt: skip
-    print(f"simulator: {version}", file=sys.stderr)
-    res = build(cfg, Path(data_dir), base_seed, scenario, binary=sim, jobs=jobs, swaps=mutant is None,
-                progress=lambda s: print(s, file=sys.stderr, flush=True))  # fmt: skip
+    res = build(cfg, Path(data_dir), base_seed, scenario, runs=man, swaps=mutant is None)
     paths = write_outputs(res, Path(out), cfg)
     print(f"tables: {paths['tex']} (the paper's), {paths['full']} and {paths['csv']} (every quantity), "
           f"{paths['effects']} (effects), {paths['scenarios']} (verdicts)")  # fmt: skip
@@ -1827,13 +1224,6 @@ def main_derive_band(config_file=None, data_dir="data") -> int:
 
 
 # ---------------------------------------------------------------- mutants and the kill matrix
-
-
-def mutant_binary(name: str) -> Path:
-    """Where `make -C sim build/mutants/credit1sim-NAME` puts the mutant (sim/Makefile)."""
-    from schedlab.testbeds.sim import SIM_DIR
-
-    return SIM_DIR / "build" / "mutants" / f"credit1sim-{name}"
 
 
 def kill_matrix(verdicts: pd.DataFrame, cfg: dict) -> pd.DataFrame:
@@ -1990,28 +1380,9 @@ def write_kill_matrix(verdict_files: list[Path], out_dir: Path, cfg: dict) -> pd
     return km
 
 
-def main_mutants(jobs: int = 2) -> int:
-    """`schedlab validate-sim --mutants`: the kill matrix through the pipeline (each mutant a
-    Snakemake job, cached like any output): builds what is missing or stale, prints the matrix."""
-    import subprocess
-    import sys
-
-    target = "paper/generated/validation/kill-matrix.csv"
-    cmd = ["snakemake", "--workflow-profile", "workflow/profiles/default", "--quiet", "rules", "--cores", str(jobs),
-           target]  # fmt: skip
-    p = subprocess.run(cmd, cwd=config.ROOT)
-    if p.returncode != 0:
-        print(f"schedlab validate-sim --mutants: `{' '.join(cmd)}` failed (exit {p.returncode})", file=sys.stderr)
-        return 1
-    km = pd.read_csv(config.ROOT / target, keep_default_na=False)
-    print(kill_matrix_text(km))
-    model = km[km["model"] == MODEL].iloc[0]
-    print(f"validated: {model['validated']} of {model['of']} scenarios")
-    return 0
-
-
 def _cli(argv: list[str] | None = None) -> int:
-    """`python -m schedlab.report.validation kill-matrix --out DIR SCENARIOS.csv...` (the pipeline's)."""
+    """The pipeline's: `python -m schedlab.report.validation kill-matrix --out DIR SCENARIOS.csv...`;
+    `... validate --runs MANIFEST --out DIR [--mutant NAME] [--data-dir D]` (a mutant's report)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m schedlab.report.validation")
@@ -2020,11 +1391,19 @@ def _cli(argv: list[str] | None = None) -> int:
     k.add_argument("--out", required=True)
     k.add_argument("--config", default=str(DEFAULT_PATH))
     k.add_argument("files", nargs="+")
+    v = sub.add_parser("validate", help="the validation's tables from the mirror's runs (never runs the simulator)")
+    v.add_argument("--runs", required=True, help="the mirror's manifest (python -m schedlab.mirror run)")
+    v.add_argument("--out", required=True)
+    v.add_argument("--config", default=str(DEFAULT_PATH))
+    v.add_argument("--data-dir", default="data")
+    v.add_argument("--mutant", help="the runs are the mutant NAME's (no swaps)")
     a = ap.parse_args(argv)
     try:
+        if a.cmd == "validate":
+            return main(None, Path(a.out), a.config, a.data_dir, runs=a.runs, mutant=a.mutant)
         km = write_kill_matrix([Path(f) for f in a.files], Path(a.out), load(a.config))
-    except ConfigError as e:
-        print(f"kill-matrix: {e}", file=__import__("sys").stderr)
+    except (ConfigError, store.RecordError) as e:
+        print(f"{a.cmd}: {e}", file=__import__("sys").stderr)
         return 2
     print(kill_matrix_text(km))
     return 0

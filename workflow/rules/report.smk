@@ -188,15 +188,16 @@ rule report_items:
 
 
 # The simulator against real credit1 at the scheduler-event level (docs/validation.md):
-# config/validation.yaml's scenarios on the sim beside the qemu records with xentrace counts.
+# config/validation.yaml's scenarios on the sim (the records of validation_runs, read only)
+# beside the qemu records with xentrace counts.
 rule validation:
     input:
         notebook="notebooks/validation.ipynb",
         scenarios="config/validation.yaml",
         # the folders of the shipped qemu records of the scenarios' studies
         records=lambda wc: validation_records(),
-        sim="sim/build/credit1sim",
-        code=REPORT_CODE + ["schedlab/testbeds/sim.py"],
+        runs=rules.validation_runs.output,
+        code=REPORT_CODE + ["schedlab/mirror.py"],
     output:
         table="paper/generated/validation/table.tex",
         table_full="paper/generated/validation/table-full.tex",
@@ -265,7 +266,8 @@ rule validation:
         # the notebook's stderr (the simulator runs' progress lines) also on the terminal: through a
         # pipe to fd 3, never a file papermill would truncate
         "{{ papermill --no-progress-bar --cwd . --stderr-file >(cat >&3) {input.notebook} {output.executed} "
-        "-p config_file {input.scenarios} -p data_dir {params.data} -p out_dir {params.out_dir}; "
+        "-p config_file {input.scenarios} -p data_dir {params.data} -p runs {input.runs} "
+        "-p out_dir {params.out_dir}; "
         "}} 3>&2 > {log} 2>&1 || {{ tail -40 {log}; exit 1; }}"
 
 
@@ -296,13 +298,14 @@ rule validation_extra_table:
 
 
 # The validation's power (docs/validation.md, "Mutants"): each mutant validated by the same
-# rule, from the same records, as the model (its scenario verdicts only: no swaps).
+# rule, from the same qemu records, as the model (its scenario verdicts only: no swaps), from
+# the mutant's runs (validation_runs_mutant; read only).
 rule validate_sim_mutant:
     input:
-        sim="sim/build/mutants/credit1sim-{mutant}",
+        runs=f"{DATA}/runs/validation/mutants/{{mutant}}.json",
         scenarios="config/validation.yaml",
         records=lambda wc: validation_records(),
-        code=REPORT_CODE + ["schedlab/testbeds/sim.py"],
+        code=REPORT_CODE + ["schedlab/mirror.py"],
     output:
         f"{DATA}/derived/validation/mutants/{{mutant}}/scenarios.csv",
     log:
@@ -318,8 +321,9 @@ rule validate_sim_mutant:
         # the data dir, from the output's path: DATA/derived/validation/mutants/NAME/scenarios.csv
         data=lambda wc, output: str(Path(output[0]).parents[4]),
     shell:
-        "python -m schedlab validate-sim --sim {input.sim} --mutant {wildcards.mutant} "
-        "--data-dir {params.data} --out {params.out} > {log} 2>&1 || {{ tail -20 {log}; exit 1; }}"
+        "python -m schedlab.report.validation validate --config {input.scenarios} --runs {input.runs} "
+        "--mutant {wildcards.mutant} --data-dir {params.data} --out {params.out} "
+        "> {log} 2>&1 || {{ tail -20 {log}; exit 1; }}"
 
 
 # The kill matrix: mutant x scenario, beside the model and its scenarios' variants swapped.

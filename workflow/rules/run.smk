@@ -158,3 +158,62 @@ rule dataset_study:
     shell:
         "python -m schedlab.cli dataset {input.study} --testbed {wildcards.testbed} --seed {params.seed} "
         "--out {params.data} --manifest {output} > {log} 2>&1"
+
+
+# The validation's simulator runs (docs/validation.md; schedlab.mirror): each scenario of
+# config/validation.yaml mirrored on the simulator, every case at each of the file's seeds, as
+# raw records under data/raw/validation/STUDY/ (the run stage's record writer; append-only,
+# never a declared output). The manifest listing them is the job's output; the report rules
+# read only those records. A run's build is its binary's sha256, so the model and each mutant
+# have records of their own, reused on a rerun.
+rule validation_runs:
+    input:
+        scenarios="config/validation.yaml",
+        # the qemu records: a trace window's span is part of a mirror's definition
+        records=lambda wc: validation_records(),
+        sim="sim/build/credit1sim",
+        code=["schedlab/mirror.py", "schedlab/run.py", "schedlab/testbeds/sim.py"],
+    output:
+        f"{DATA}/runs/validation/model.json",
+    log:
+        f"{DATA}/logs/validation/runs-model.log",
+    benchmark:
+        f"{DATA}/benchmarks/validation/runs-model.tsv"
+    conda:
+        "../../environment.yml"
+    threads: 4  # capped at --cores by Snakemake
+    params:
+        seed=SEED,
+        # the data dir, from the output: DATA/runs/validation/model.json
+        data=lambda wc, output: str(Path(output[0]).parents[2]),
+    shell:
+        "python -m schedlab.mirror run --config {input.scenarios} --data {params.data} --seed {params.seed} "
+        "--jobs {threads} --out {output} > {log} 2>&1 || {{ tail -20 {log}; exit 1; }}"
+
+
+# A mutant's runs (docs/validation.md, "Mutants"): the same, on the mutant's binary
+rule validation_runs_mutant:
+    input:
+        scenarios="config/validation.yaml",
+        records=lambda wc: validation_records(),
+        sim="sim/build/mutants/credit1sim-{mutant}",
+        code=["schedlab/mirror.py", "schedlab/run.py", "schedlab/testbeds/sim.py"],
+    output:
+        f"{DATA}/runs/validation/mutants/{{mutant}}.json",
+    log:
+        f"{DATA}/logs/validation/runs-{{mutant}}.log",
+    benchmark:
+        f"{DATA}/benchmarks/validation/runs-{{mutant}}.tsv"
+    wildcard_constraints:
+        mutant="[a-z][a-z0-9_]*",
+    conda:
+        "../../environment.yml"
+    threads: 4
+    params:
+        seed=SEED,
+        # the data dir, from the output: DATA/runs/validation/mutants/NAME.json
+        data=lambda wc, output: str(Path(output[0]).parents[3]),
+    shell:
+        "python -m schedlab.mirror run --config {input.scenarios} --sim {input.sim} --mutant {wildcards.mutant} "
+        "--data {params.data} --seed {params.seed} --jobs {threads} --out {output} "
+        "> {log} 2>&1 || {{ tail -20 {log}; exit 1; }}"

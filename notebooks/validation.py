@@ -106,7 +106,7 @@ ax.set_xlabel("effect: change of the metric, b over a, log scale (95 % interval)
 # both series in the legend, whichever rows have them (the first row may have no real side)
 for color, name in (("tab:blue", "real Xen (boots)"), ("tab:orange", "simulator (seeds)")):
     ax.errorbar([], [], xerr=[[], []], fmt="o", color=color, ms=5, capsize=2, elinewidth=1, label=name)
-ax.legend(fontsize=7, loc="lower right")
+ax.legend(fontsize=7, loc="upper left")  # the first rows' points sit near no change, clear of it
 fig.tight_layout()
 (root / out_dir).mkdir(parents=True, exist_ok=True)
 fig.savefig(root / out_dir / "effects.pdf")

@@ -39,6 +39,9 @@ _ARG_COMMANDS = (
     "includegraphics",
     "IfReported",
     "IfValue",  # its first argument is a macro key, like \sv's
+    "IfSvIs",  # its first argument is a macro key, its second a word the value is compared with
+    "IfMeasured",
+    "effect",  # validation.tex: \effect{KEY}{side}, a macro key
     "IfValidation",
     "testbedresults",
     "begin",

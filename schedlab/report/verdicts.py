@@ -842,7 +842,9 @@ def write(
         for tb in testbeds:
             cat, why, result = row.results[tb]
             rb = robust.get(row.claim.study) if tb == "sim" else None
-            text = cat
+            # an untestable cell says why in a word: the testbed cannot show the effect, or the
+            # records are not made yet, or the study does not run there (never all alike)
+            text = cat + (f" ({_UNTESTABLE_SHORT[row.untestable_kind[tb]]})" if tb in row.untestable_kind else "")
             cells_row.append(text)
             cells[f"{row.claim.study}/{tb}"] = {
                 "row": i,
@@ -979,6 +981,14 @@ def write(
     )
     atomic_write(out / "setups.tex", setups_tex(studies, pairs))
     return side
+
+
+_UNTESTABLE_SHORT = {
+    "design": "by construction",
+    "records": "no records of its design yet",
+    "testbed": "does not run there",
+    "evidence": "not resolved",
+}
 
 
 def untestable_macros(rows: list[Row], tb: str) -> dict[str, str]:

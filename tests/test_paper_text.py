@@ -55,7 +55,10 @@ PATTERNS = {
 
 # a remark that needs its subject in the text: any remark without its subject is a defect
 REMARKS = {
-    r"An exact sign test over n rounds cannot give": (r"exact sign tests?, p =", "a sign-test caveat with no sign test"),
+    r"An exact sign test over n rounds cannot give": (
+        r"exact sign tests?, p =",
+        "a sign-test caveat with no sign test",
+    ),
 }
 
 MAX_ABSTRACT_WORDS = 250

@@ -32,6 +32,8 @@ out_dir = "paper/generated/agreement"
 # %%
 import math
 
+import numpy as np
+
 from schedlab import config
 from schedlab.report import agreement
 from schedlab.report.notebook import repo_root
@@ -67,8 +69,8 @@ def num(x, lo=math.nan, hi=math.nan, ratio=False, stacked=True):
     both to the precision the interval allows."""
     if missing(x):
         return "--"
-    if ratio:
-        return f"{x:.2f}"
+    if ratio:  # a ratio of two published values: three significant digits ("1400", "0.0903")
+        return np.format_float_positional(float(x), precision=3, unique=False, fractional=False, trim="-")
     return fmt_value_bracket(x, lo, hi, stacked=stacked)  # NaN ends: no interval; infinite: unbounded
 
 

@@ -89,16 +89,12 @@ labels = [f"{scs[r.scenario]['qemu']['study'].upper()} {r.b} vs {r.a}\n{r.metric
 sns.set_theme(style="whitegrid", context="paper")
 fig, ax = plt.subplots(figsize=(6.4, 0.45 * max(len(eff), 1) + 1.2))
 for i, r in enumerate(eff.itertuples()):
-    for side, off, color, name in (
-        ("xen", -0.15, "tab:blue", "real Xen (boots)"),
-        ("sim", 0.15, "tab:orange", "simulator (seeds)"),
-    ):
+    for side, off, color in (("xen", -0.15, "tab:blue"), ("sim", 0.15, "tab:orange")):
         x, lo, hi = fin(getattr(r, side)), fin(getattr(r, f"{side}_low")), fin(getattr(r, f"{side}_high"))
         if not math.isfinite(x):
             continue
         err = [[x - lo], [hi - x]] if math.isfinite(lo) and math.isfinite(hi) else None
-        ax.errorbar(x, i + off, xerr=err, fmt="o" if err else "D", color=color, ms=5, capsize=2, elinewidth=1,
-                    label=name if i == 0 else None)  # fmt: skip
+        ax.errorbar(x, i + off, xerr=err, fmt="o" if err else "D", color=color, ms=5, capsize=2, elinewidth=1)
     mark = {"reproduced": "reproduced", "not reproduced": "NOT reproduced"}.get(r.verdict, r.verdict)
     ax.annotate(mark, (1.01, i), xycoords=("axes fraction", "data"), va="center", fontsize=7)
 ax.axvline(1, color="grey", lw=0.8)
@@ -109,7 +105,10 @@ ax.minorticks_off()
 ax.set_yticks(range(len(eff)), labels, fontsize=7)
 ax.invert_yaxis()
 ax.set_xlabel("effect: change of the metric, b over a, log scale (95 % interval)")
-ax.legend(fontsize=7, loc="lower right")
+# both series in the legend, whichever rows have them (the first row may have no real side)
+for color, name in (("tab:blue", "real Xen (boots)"), ("tab:orange", "simulator (seeds)")):
+    ax.errorbar([], [], xerr=[[], []], fmt="o", color=color, ms=5, capsize=2, elinewidth=1, label=name)
+ax.legend(fontsize=7, loc="upper left")  # the first rows' points sit near no change, clear of it
 fig.tight_layout()
 (root / out_dir).mkdir(parents=True, exist_ok=True)
 fig.savefig(root / out_dir / "effects.pdf")
@@ -120,7 +119,7 @@ eff
 # Every rate both sides measured: the simulator's mean against qemu's, each with its
 # interval, on log axes, the diagonal where they are equal. Filled: agree (the interval of
 # sim/qemu inside the band); crosses: miss; hollow: not counted (a calibration point, one
-# boot, no band). A zero is drawn at the floor of the axes.
+# boot, no band). A zero is drawn on the axes' floor, whose tick is labelled 0.
 
 # %%
 df = res["rows"]
@@ -153,9 +152,18 @@ for q, c in palette.items():
 ax.plot([], [], "o", color="grey", label="agree")
 ax.plot([], [], "X", color="grey", label="miss")
 ax.plot([], [], "o", color="grey", mfc="none", label="not counted")
-ax.set(xscale="log", yscale="log", xlim=(floor, top), ylim=(floor, top),
+# a zero has no place on a log axis: it is drawn on the axes' floor, which is labelled 0 (a tick,
+# with a dotted line), half a decade inside the frame so its markers show whole
+low = floor / 2
+ax.axvline(floor, color="grey", lw=0.6, ls=":")
+ax.axhline(floor, color="grey", lw=0.6, ls=":")
+ax.set(xscale="log", yscale="log", xlim=(low, top), ylim=(low, top),
        xlabel="qemu (real credit1): mean rate over boots, interval", ylabel="sim: mean rate over seeds, interval",
        title="Rates per scheduler event and per 30 ms period")  # fmt: skip
+decades = [10.0**k for k in range(math.ceil(math.log10(floor * 3)), math.floor(math.log10(top)) + 1)]
+for set_ticks in (ax.set_xticks, ax.set_yticks):
+    set_ticks([floor, *decades], ["0", *[f"$10^{{{round(math.log10(t))}}}$" for t in decades]])
+ax.minorticks_off()
 # the legend beside the axes, clear of the data
 ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
 fig.set_size_inches(8.4, 5.2)

@@ -39,6 +39,9 @@ _ARG_COMMANDS = (
     "includegraphics",
     "IfReported",
     "IfValue",  # its first argument is a macro key, like \sv's
+    "IfSvIs",  # its first argument is a macro key, its second a word the value is compared with
+    "IfMeasured",
+    "effect",  # validation.tex: \effect{KEY}{side}, a macro key
     "IfValidation",
     "testbedresults",
     "begin",
@@ -269,6 +272,25 @@ def test_a_structurally_untestable_testbed_overrides_its_numbers(tmp_path):
     (row,) = vd.build(studies, ["qemu"], [("s3", "qemu")], tmp_path)
     cat, why, result = row.results["qemu"]
     assert cat == vd.UNTESTABLE and "caches" in why and "+2.0" in result
+
+
+def test_the_text_splits_untestable_claims_by_cause(tmp_path):
+    """A claim the testbed cannot test by construction and one without records of its registered
+    design are told apart: the text never blames the testbed for records not yet made."""
+    studies = {s: config.load_study(s) for s in ("s3", "s4")}
+    gen = tmp_path / "generated" / "s3"
+    gen.mkdir(parents=True)
+    gen.joinpath("qemu-cells.json").write_text(
+        json.dumps(_sidecar({"d1000/vms-2/throughput/delta": _delta(2.0, 1.0, 3.0, True)}))
+    )
+    rows = vd.build(studies, ["qemu"], [("s3", "qemu")], tmp_path)  # s4: no records
+    m = vd.untestable_macros(rows, "qemu")
+    assert m["qemu/untestable-finding"] == (
+        "one claim (S3) is untestable by construction and one claim (S4) awaits re-measurement under its "
+        "registered design"
+    )
+    assert "since TCG models no caches; one claim (S4) is not yet re-measured" in m["qemu/untestable-sentence"]
+    assert "resolve" not in m["qemu/untestable-sentence"]  # no cause that no claim has
 
 
 def test_verdicts_bad_input_is_one_line(tmp_path):

@@ -104,8 +104,10 @@ def test_render_tabular_structure_and_escaping():
 
 def test_interval_formats():
     # decimals: two significant digits of the narrower side
-    assert fmt_delta(-90.84, -91.5, -90.2) == r"\num{-90.84}$^{+\num{0.64}}_{-\num{0.66}}$"
-    assert fmt_delta(1076.0, 900.0, 1300.0) == r"\num{1076}$^{+\num{224}}_{-\num{176}}$"
+    # the halves to two significant digits, the difference to their place but at most three
+    # significant digits (MAX_SIG_DELTA): -90.84 is -90.8, 1076 is 1080
+    assert fmt_delta(-90.84, -91.5, -90.2) == r"\num{-90.8}$^{+\num{0.64}}_{-\num{0.66}}$"
+    assert fmt_delta(1076.0, 900.0, 1300.0) == r"\num{1080}$^{+\num{220}}_{-\num{180}}$"
     assert fmt_delta(5.0, -2.0, math.inf, "*") == r"\num{5.0}$^{+\infty}_{-\num{7.0}}\,{}^{*}$"
     assert fmt_delta(5.0, 5.0, 5.0, "*") == r"\num{5.0}${}^{*}$"  # no interval: just the mark
     assert fmt_signed(-0.01) == "0.0" and fmt_signed(-13.94) == "$-$13.9" and fmt_signed(2.0) == "+2.0"
@@ -287,14 +289,17 @@ def test_the_lock_hazard_numbers_come_from_the_benchmark_output():
         "icount5: 1 boots, 1 runs: waiting 15.6 % (15.6-15.6), mean wait 144.3 us; not explained by Xen 70.9 % (70.9-70.9)\n"
     )
     h = measured.hazard(line)
-    assert h["icount5/not-explained"] == "71" and h["icount5/boots"] == "1"
+    assert h["icount5/not-explained"] == "71" and h["icount5/boots"] == "one"  # a count in words
 
 
 def test_the_caption_counts_a_cells_runs_per_boot_not_the_boots_runs(tmp_path):
-    """A boot of a round holds every (variant, point) of it: one run of each is 'one run each'."""
+    """A boot of a round holds every (variant, point) of it: one run of each is 'one measured run
+    each', after the cell's warm-up run in the same boot where the study has one."""
     runs = _s1_runs(n=6)
     runs["boot"] = [f"boot-{r}" for r in runs["repetition"]]  # round r: one boot for all four cells
     t = StudyTable(_study(), "qemu", runs, tmp_path)
-    assert "6 fresh boots per cell (one run each)" in t._units_text()
+    text = t._units_text()
+    assert "6 boots per cell (one measured run each" in text
+    assert ("discarded warm-up run of the cell" in text) == bool(config.testbed_settings(_study(), "qemu")["warmup"])
     two = pd.concat([runs, runs.assign(run_id=runs["run_id"] + "b")])
-    assert "(2 runs each, averaged)" in StudyTable(_study(), "qemu", two, tmp_path / "two")._units_text()
+    assert "(2 measured runs each, averaged" in StudyTable(_study(), "qemu", two, tmp_path / "two")._units_text()

@@ -206,7 +206,7 @@ def records_table(data_dir: Path, studies: dict[str, dict], testbeds: list[str])
                 continue
             want = records.current_definitions(st, tb)
             dhash = config.design_hash(st, tb)
-            n = used = other = failed = 0
+            n = used = measured = other = failed = 0
             boots, why, hours, size = set(), {}, 0.0, 0
             for path in store.iter_records(folder):
                 rec = store.read_record(path)
@@ -223,6 +223,7 @@ def records_table(data_dir: Path, studies: dict[str, dict], testbeds: list[str])
                         why[reasons.get(w, w)] = why.get(reasons.get(w, w), 0) + 1
                     else:
                         used += 1
+                        measured += not rec.get("warmup")
                         boots.add(records.boot_of(rec) or rec["run_id"])
             per_boot = config.testbed_settings(st, tb)["unit"] == "boot"
             not_used = [f"{k} {why[k]}" for k in sorted(why)]
@@ -235,7 +236,7 @@ def records_table(data_dir: Path, studies: dict[str, dict], testbeds: list[str])
                     esc(tb),
                     study_label(s),
                     str(n),
-                    f"{used} ({len(boots)} boots)" if per_boot else str(used),
+                    f"{used} ({measured} measured; {len(boots)} boots)" if per_boot and used else str(used),
                     esc(", ".join(not_used)) or "--",
                     f"{hours:.1f}" if hours >= 0.1 else "<0.1",
                     f"{size / 1e6:.1f}",
@@ -245,7 +246,10 @@ def records_table(data_dir: Path, studies: dict[str, dict], testbeds: list[str])
     caption = (
         r"Every raw record shipped in \texttt{data/raw}, per testbed and study: how many stand for the study's "
         r"current registered design (the tables take each cell's runs from one build, the one with the most "
-        r"runs; on qemu, counted also in boots, the unit), how many do not and why (made before the study's "
+        r"runs; on qemu, with the measured runs among them, the rest being each boot's discarded warm-up runs, "
+        r"and the distinct boots they come from: one per round and build, and one more wherever a round that "
+        r"ended early resumed its remaining cells in a fresh boot, while a study table counts one boot per "
+        r"round in each cell), how many do not and why (made before the study's "
         r"design was registered, from a checkout with uncommitted changes, superseded by a later design, "
         r"exploratory, of another definition of the study, or failed; kept, never deleted, and listed run by "
         r"run in each study's manifest, \texttt{data/runs/TESTBED/STUDY/all.json}, field \texttt{not\_used}), "
@@ -257,8 +261,9 @@ def records_table(data_dir: Path, studies: dict[str, dict], testbeds: list[str])
             ("testbed", "l"),
             ("study", "l"),
             ("records", "r"),
-            ("current design", "l"),
-            ("not used, why", rag + "p{5.2cm}"),
+            # "48 (24 measured; 14 boots)" on two lines, so the table stays at the body's size
+            ("current design", rag + "p{2.3cm}"),
+            ("not used, why", rag + "p{4.6cm}"),
             ("hours", "r"),
             ("MB", "r"),
         ],
@@ -609,7 +614,7 @@ def generate(
                 + "; ".join(
                     f"{esc(a)} $\\in$ \\{{{', '.join(esc(str(v)) for v in vals)}\\}}" for a, vals in ts["axes"].items()
                 )
-                + f". {runs_text(ts['runs'], ts['warmup'])}; "
+                + f". {runs_text(ts['runs'], ts['warmup'], ts)}; "
                 f"{prov['n_runs']} measured runs in all, run order seeded and interleaved (plan seed {prov['plan_seed']}); "
                 + (
                     "one fresh boot per round with every variant in it, analysed paired by round; "

@@ -421,7 +421,7 @@ class StudyContext:
         st = config.testbed_settings(self.study, self.testbed)
         out = {f"setup/points/{a}": _range(v) for a, v in st["axes"].items()}
         out["setup/runs"], out["setup/warmup"] = str(st["runs"]), str(st["warmup"])
-        out["setup/runs-text"] = runs_text(st["runs"], st["warmup"])
+        out["setup/runs-text"] = runs_text(st["runs"], st["warmup"], st)
         out["setup/conf"] = f"{self.confidence:g}"
         for k, v in st["options"].items():
             if isinstance(v, (int, float, str)) and not isinstance(v, bool):
@@ -487,7 +487,7 @@ class StudyContext:
             # \sloppy: long unbreakable \texttt values (QEMU's version) must not run into the margin
             f"\\paragraph{{Setup as run ({tb}).}} {{\\sloppy Points: {axes}. Variants: {variants}; "
             f"baseline \\texttt{{{latex_escape(s['baseline'])}}}. "
-            f"{runs_text(st['runs'], st['warmup'])}, "
+            f"{runs_text(st['runs'], st['warmup'], st)}, "
             f"{prov['n_runs']} runs in all, in a seeded interleaved order (plan seed {prov['plan_seed']}). "
             f"Testbed: {tb_text}. Code: commit {', '.join(latex_escape(c) for c in prov['repo_commits'])}.\\par}}\n"
         )

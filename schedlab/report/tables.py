@@ -59,6 +59,32 @@ def _fixed(x: float, d: int) -> str:
     return s.lstrip("-") if float(s) == 0 else s  # no "-0.0"
 
 
+# a difference shows at most this many significant digits, however narrow its interval: a
+# fourth digit of a -90.861 % says nothing a reader uses
+MAX_SIG_DELTA = 3
+
+
+def _exp(x: float, sig: int) -> int:
+    """The decimal exponent of the last of `sig` significant digits of `x` (x != 0)."""
+    return int(math.floor(math.log10(abs(x)))) - (sig - 1)
+
+
+def _delta_exp(value: float, widths: list[float]) -> tuple[int, int]:
+    """(exponent of the value's last digit, of the interval halves' last digit): the halves to
+    two significant digits of the shorter one (at most four decimals), the value to the same
+    place but never past MAX_SIG_DELTA significant digits; one decimal without an interval."""
+    if not widths:
+        return -1, -1
+    e_w = max(_exp(min(widths), 2), -4)
+    e_v = max(e_w, _exp(value, MAX_SIG_DELTA)) if value else e_w
+    return e_v, e_w
+
+
+def _at(x: float, e: int) -> str:
+    """x rounded to the digit 10**e: "970" (e = 1), "90.9" (e = -1); never "-0"."""
+    return _fixed(round(x, -e), max(0, -e))
+
+
 def fmt_pm(value: float, err: float) -> str:
     """A mean and its symmetric t-interval half-width: \\num{m}\\,$\\pm$\\,\\num{e}."""
     d = _decimals(err)
@@ -90,7 +116,8 @@ def fmt_signed_ci(pct: float, low=None, high=None) -> str:
     if not _finite(pct):
         return "--"
     widths = [w for w in (_num_or_nan(high) - pct, pct - _num_or_nan(low)) if math.isfinite(w) and w > 0]
-    return fmt_signed(pct, min(_decimals(min(widths)), 4) if widths else 1)
+    s = _at(pct, _delta_exp(pct, widths)[0])
+    return s if float(s) == 0 else _signed(s if s.startswith("-") else "+" + s)
 
 
 def _num_or_nan(x) -> float:
@@ -106,8 +133,8 @@ def _signed(s: str) -> str:
     return r"$-$" + s[1:] if s.startswith("-") else s  # a real minus sign in text
 
 
-def _half(x: float, d: int) -> str:
-    return r"\infty" if math.isinf(x) else rf"\num{{{_fixed(x, d)}}}"
+def _half(x: float, e: int) -> str:
+    return r"\infty" if math.isinf(x) else rf"\num{{{_at(x, e)}}}"
 
 
 def fmt_delta(pct: float, low, high, marks: str = "") -> str:
@@ -121,14 +148,14 @@ def fmt_delta(pct: float, low, high, marks: str = "") -> str:
     if not (math.isnan(low) or math.isnan(high)):
         up, down = max(high - pct, 0.0), max(pct - low, 0.0)
         widths = [w for w in (up, down) if math.isfinite(w) and w > 0]
-        d = min(_decimals(min(widths)), 4) if widths else 1
+        e_v, e_w = _delta_exp(pct, widths)
         if up or down:
-            math_part = f"^{{+{_half(up, d)}}}_{{-{_half(down, d)}}}"
+            math_part = f"^{{+{_half(up, e_w)}}}_{{-{_half(down, e_w)}}}"
     else:
-        d = 1
+        e_v = -1
     if marks:
         math_part += (r"\," if math_part else "") + "{}^{" + marks + "}"  # \,: a star off the "+a" beside it
-    return rf"\num{{{_fixed(pct, d)}}}" + (f"${math_part}$" if math_part else "")
+    return rf"\num{{{_at(pct, e_v)}}}" + (f"${math_part}$" if math_part else "")
 
 
 def fmt_bracket(low, high, decimals: int | None = None) -> str:
@@ -160,8 +187,16 @@ def fmt_value_bracket(x: float, low, high, stacked: bool = False) -> str:
     if math.isnan(lo) or math.isnan(hi):
         return fmt_signed(x, 1)
     widths = [w for w in (hi - x, x - lo) if math.isfinite(w) and w > 0]
-    d = min(_decimals(min(widths)), 4) if widths else 1
-    value, bracket = fmt_signed(x, d), fmt_bracket(lo, hi, d)
+    e_v, _ = _delta_exp(x, widths)
+    v = _at(x, e_v)
+    value = v if float(v) == 0 else _signed(v if v.startswith("-") else "+" + v)
+
+    def end(y):
+        if math.isinf(y):
+            return r"$-\infty$" if y < 0 else r"$\infty$"
+        return _signed(_at(y, e_v))
+
+    bracket = f"[{end(lo)}, {end(hi)}]"
     if stacked:
         # \\[0pt]: a bare \\ would read the bracket as its optional argument
         return r"\begin{tabular}[t]{@{}l@{}}" + value + r"\\[0pt]" + bracket + r"\end{tabular}"
@@ -242,8 +277,14 @@ def times_word(n: int) -> str:
     return {0: "never", 1: "once", 2: "twice"}.get(n) or f"{count_word(n)} times"
 
 
-def runs_text(runs: int, warmup: int) -> str:
-    """ "5 measured runs per point after one discarded warm-up run" (counts in agreement)."""
+def runs_text(runs: int, warmup: int, settings: dict | None = None) -> str:
+    """ "5 measured runs per point after one discarded warm-up run" (counts in agreement); where
+    the testbed's unit is the boot (`settings`, config.testbed_settings), the boots per point and
+    what runs in each: "6 boots per point, in each one discarded warm-up run, then one measured run"."""
+    if settings and settings.get("unit") == "boot":
+        measured = counted(settings.get("runs_per_boot") or 1, "measured run")
+        warm = f"{counted(warmup, 'discarded warm-up run')}, then {measured}" if warmup else f"{measured}, no warm-up"
+        return f"{runs} {'boot' if runs == 1 else 'boots'} per point, in each {warm}"
     warm = f"after {counted(warmup, 'discarded warm-up run')}" if warmup else "without a warm-up run"
     return f"{runs} measured {'run' if runs == 1 else 'runs'} per point {warm}"
 
@@ -571,18 +612,15 @@ class StudyTable:
         return 100 * (pv / bv - 1)
 
     def _published_cell(self, pub: dict, name: str, v: str, point: dict, relative: bool) -> str:
-        """The published cell, after the row's mean cell: an absolute value to the decimals of
-        that mean's interval (the precision our runs can resolve it to; three significant
-        digits beside a mean without interval), a relative one to one decimal like the text's."""
+        """The published cell, after the row's mean cell: an absolute value as published (its own
+        digits), a relative one (computed by us) to one decimal like the text's."""
         pv = self._published_value(pub, name, v, point, relative)
         if pv is None:
             return "--"
         if relative:
             return fmt_signed(pv, 1)
-        ci = self.cells.get(f"{v}/{config.point_id(point)}/{name}/mean", {}).get("ci")
-        if _finite(ci) and ci > 0:
-            return rf"\num{{{_fixed(pv, _decimals(ci))}}}"
-        return fmt_exact(pv, 3)
+        # as the seed published it ("78", "32", "1402"), never padded to our interval's decimals
+        return rf"\num{{{np.format_float_positional(float(pv), trim='-')}}}"
 
     def _value_cells(self, v: str, point: dict, name: str, row: int, col: int) -> list[str]:
         """mean +- CI and the Delta % cell (with its interval) of one variant, point and metric."""
@@ -723,14 +761,16 @@ class StudyTable:
         n = f"{lo}" if lo == hi else f"{lo}--{hi}"
         rlo, rhi = int(runs_per_boot.min()), int(runs_per_boot.max())
         each = (
-            "one run each"
+            "one measured run each"
             if rhi == 1
-            else f"{rlo} runs each, averaged"
+            else f"{rlo} measured runs each, averaged"
             if rlo == rhi
-            else f"{rlo}--{rhi} runs each, averaged"
+            else f"{rlo}--{rhi} measured runs each, averaged"
         )
+        warmup = config.testbed_settings(self.study, self.testbed)["warmup"]
+        warm = f", after {counted(warmup, 'discarded warm-up run')} of the cell in the same boot" if warmup else ""
         return (
-            f"The unit is the boot: {n} fresh boots per cell ({each}); means, tests and degrees of "
+            f"The unit is the boot: {n} boots per cell ({each}{warm}); means, tests and degrees of "
             f"freedom count boots, and a comparison with fewer than {config.MIN_BOOTS} boots in a "
             "variant is marked untestable"
         )

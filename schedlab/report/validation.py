@@ -924,7 +924,10 @@ def effects_table(eff: pd.DataFrame, cfg: dict) -> str:
     caption = (
         r"Effects, not only rates: each study's own comparison (b vs a), as the \% change of the metric, on "
         rf"real Xen under QEMU (over boots; p: paired by boot) and on the simulator's mirror (over "
-        rf"{len(cfg['seeds'])} seeds), each with its {conf}\,\% interval. Reproduced: real Xen's interval "
+        rf"{len(cfg['seeds'])} seeds), each with its unadjusted {conf}\,\% interval: each comparison is its "
+        r"own family here, with no Holm adjustment over a study's comparisons as in the study tables, so "
+        r"an interval here can exclude no change where the study table's wider Holm-adjusted one does not. "
+        r"Reproduced: real Xen's interval "
         r"excludes no change and the mirror's excludes it on the same side; none on Xen: real Xen shows no "
         r"effect; untestable: fewer than two boots a side. boots: b/a. Regenerate: "
         r"\texttt{schedlab validate-sim}."

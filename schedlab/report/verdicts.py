@@ -51,6 +51,7 @@ from schedlab.report.tables import (
     display_title,
     fmt_bracket,
     fmt_signed,
+    fmt_value_bracket,
     latex_escape,
     metric_text,
     of_n,
@@ -194,27 +195,30 @@ def judge(e: Evidence) -> tuple[str, str]:
             return REPRODUCED, f"equivalent within {margin}"
         lo, hi = _num(e.low), _num(e.high)
         if e.margin_pct and (hi < -e.margin_pct or lo > e.margin_pct):
-            return NOT, f"differs by more than {margin}: {fmt_signed(e.value)}\\,\\% {iv}"
+            return NOT, f"the difference, {fmt_signed(e.value)}\\,\\% {iv}, exceeds {margin}"
         if e.significant:
             return (
                 UNTESTABLE,
-                f"{fmt_signed(e.value)}\\,\\% {iv} straddles {margin}: neither shown within nor beyond it",
+                f"the difference, {fmt_signed(e.value)}\\,\\% {iv}, straddles {margin}, so it is shown neither "
+                "within nor beyond it",
             )
-        return UNTESTABLE, f"interval {iv} wider than {margin}: cannot resolve it"
+        return UNTESTABLE, f"the interval {iv} is wider than {margin} and cannot resolve it"
     same = (e.value > 0) == (e.direction > 0)
     if e.significant:
         if not same:
-            return NOT, f"significant in the opposite direction ({fmt_signed(e.value)}\\,\\%)"
+            return NOT, f"the difference is significant in the opposite direction ({fmt_signed(e.value)}\\,\\%)"
         if e.published is None:
-            return DIRECTION, "the seed gives no size for this comparison"
+            return DIRECTION, "the difference is significant in the claimed direction and the seed gives no size"
         if _inside(e.published, e.low, e.high):
-            return REPRODUCED, f"published {fmt_signed(e.published)}\\,\\% inside {iv}"
-        return DIRECTION, f"published {fmt_signed(e.published)}\\,\\% outside {iv}"
+            return REPRODUCED, f"the published {fmt_signed(e.published)}\\,\\% lies inside {iv}"
+        return DIRECTION, f"the published {fmt_signed(e.published)}\\,\\% lies outside {iv}"
     if e.published is not None and not _inside(e.published, e.low, e.high):
-        return NOT, f"no detectable difference, and the published {fmt_signed(e.published)}\\,\\% lies outside {iv}"
+        return NOT, (
+            f"the difference is not detectable, and the published {fmt_signed(e.published)}\\,\\% lies outside {iv}"
+        )
     if e.published is not None:
-        return UNTESTABLE, f"interval {iv} holds both 0 and the published {fmt_signed(e.published)}\\,\\%"
-    return UNTESTABLE, f"no detectable difference, interval {iv}"
+        return UNTESTABLE, f"the interval {iv} holds both 0 and the published {fmt_signed(e.published)}\\,\\%"
+    return UNTESTABLE, f"the difference is not detectable (interval {iv})"
 
 
 def _judge_exact(e: Evidence) -> tuple[str, str]:
@@ -346,16 +350,20 @@ def _short(m: dict) -> str:
 def _where(study: dict, where: dict) -> str:
     m = next(x for x in study["metrics"] if x["name"] == where["metric"])
     point = ", ".join(f"{latex_escape(a)}={latex_escape(v)}" for a, v in where["point"].items())
-    return f"{_short(m)} {point}"
+    return f"{_short(m)} at {point}"
 
 
 def _item_text(study: dict, part: Part, where: dict, e: Evidence) -> str:
     if e.value is None:
-        return f"{_where(study, where)}: {e.missing or 'no result'}"
+        return f"{_where(study, where)}, {e.missing or 'no result'}"
     star = "$^{*}$" if e.significant else ""
     eq = "$^{\\approx}$" if e.equivalent else ""
     pub = f" (published {fmt_signed(e.published)})" if e.published is not None else ""
-    return f"{_where(study, where)}: {fmt_signed(e.value)}\\,\\% {fmt_bracket(e.low, e.high)}{star}{eq}{pub}"
+    if e.low is None and e.high is None:
+        diff = f"{fmt_signed(e.value)}\\,\\%"
+    else:  # unbounded ends as infinities; the value to the digits its interval allows
+        diff = fmt_value_bracket(e.value, e.low, e.high).replace(" [", "\\,\\% [", 1)
+    return f"{_where(study, where)}, {diff}{star}{eq}{pub}"
 
 
 def _part_summary(study: dict, part: Part, items: list[tuple[dict, Evidence, tuple[str, str]]]) -> str:
@@ -386,6 +394,10 @@ class Row:
     claim: Claim
     results: dict[str, tuple[str, str, str]]  # testbed -> (category, why, result text)
     cells: dict[str, list[dict]]  # testbed -> the cells behind it
+    # testbed -> why an untestable verdict is untestable: "design" (the study file says the testbed
+    # cannot show the effect), "records" (no records of the registered design yet), "testbed" (the
+    # study does not run there), "evidence" (the comparisons cannot resolve it)
+    untestable_kind: dict[str, str] = field(default_factory=dict)
 
 
 def _status(study: dict, s: str, tb: str, pairs: set[tuple[str, str]]) -> str | None:
@@ -416,6 +428,7 @@ def build(
             missing = _status(study, claim.study, tb, pairs_set)
             if missing:
                 row.results[tb] = (UNTESTABLE, missing, "--")
+                row.untestable_kind[tb] = "testbed" if tb not in study["testbeds"] else "records"
                 row.cells[tb] = []
                 continue
             path = paper_dir / "generated" / claim.study / f"{tb}-cells.json"
@@ -432,10 +445,13 @@ def build(
                 cat, why = judge(e)
                 if cat == REPRODUCED and e.direction == 0 and claim.control:
                     cat, why = _controlled(claim, study, side, w, cat, why)
-                judged.append((part, w, e, (cat, f"{_where(study, w)}: {why}")))
+                judged.append((part, w, e, (cat, f"for {_where(study, w)}, {why}")))
             cat, why = combine([j for *_, j in judged])
+            if cat == UNTESTABLE:
+                row.untestable_kind[tb] = "evidence"
             if tb in claim.untestable:
                 cat, why = UNTESTABLE, claim.untestable[tb]
+                row.untestable_kind[tb] = "design"
             lines = []
             for part in claim.parts:
                 items = [(w, e, j) for p, w, e, j in judged if p is part]
@@ -708,6 +724,15 @@ def seed_macros(studies: dict[str, dict]) -> dict[str, str]:
             out[f"study/{s}/points/{a}"] = _range(vals)
         for v, d in st["variants"].items():
             out[f"study/{s}/variant/{v}"] = re.sub(r"(\d) us\b", r"\1\\,\\textmu s", latex_escape(d["label"]))
+        # all variants in one phrase: "delay 0, 250, 500, 1000 and 2000 us" where the labels differ only
+        # in a number, else their labels listed
+        labels = [d["label"] for d in st["variants"].values()]
+        parts = [re.fullmatch(r"(.*?)(\d+) (\S+)", x) for x in labels]
+        if all(parts) and len({(m[1], m[3]) for m in parts}) == 1:
+            phrase = f"{parts[0][1]}{word_list(m[2] for m in parts)} {parts[0][3]}"
+        else:
+            phrase = word_list(labels)
+        out[f"study/{s}/variants"] = re.sub(r"(\d) us\b", r"\1\\,\\textmu s", latex_escape(phrase))
         out[f"study/{s}/runs"] = str(st["runs"])
         out[f"study/{s}/warmup"] = str(st["warmup"])
         if st.get("equivalence_margin_pct") is not None:
@@ -817,7 +842,9 @@ def write(
         for tb in testbeds:
             cat, why, result = row.results[tb]
             rb = robust.get(row.claim.study) if tb == "sim" else None
-            text = cat
+            # an untestable cell says why in a word: the testbed cannot show the effect, or the
+            # records are not made yet, or the study does not run there (never all alike)
+            text = cat + (f" ({_UNTESTABLE_SHORT[row.untestable_kind[tb]]})" if tb in row.untestable_kind else "")
             cells_row.append(text)
             cells[f"{row.claim.study}/{tb}"] = {
                 "row": i,
@@ -922,16 +949,29 @@ def write(
         macros[f"{tb}/counts"] = counts_phrase([r.results[tb][0] for r in rows])
         # what the rules do, for the abstract and the conclusion, without the verdicts no claim got
         k = {cat: sum(r.results[tb][0] == cat for r in rows) for cat in CATEGORIES}
+        # a verdict that does not reproduce a claim is no refutation where the sweep calls it fragile
+        rb_tb = robust if tb == "sim" else {}
+        not_fragile = sum(
+            r.results[tb][0] == NOT and r.claim.study in rb_tb and not rb_tb[r.claim.study].robust for r in rows
+        )
+        not_text = "do not reproduce {}"
+        if not_fragile:
+            not_text += (
+                " (fragile)"
+                if k[NOT] == 1
+                else f" ({'all' if not_fragile == k[NOT] else count_word(not_fragile)} of them fragile)"
+            )
         does = [
             (k[REPRODUCED], "reproduce {}"),
             (k[DIRECTION], "reproduce {} only in direction"),
-            (k[NOT], "reject {}"),
+            (k[NOT], not_text),
         ]
         parts = [what.format(counted(n, "claim")) for n, what in does if n]
         macros[f"{tb}/rules-decide"] = word_list(parts) if parts else "decide no claim"
         if k[UNTESTABLE]:
             parts.append(f"leave {counted(k[UNTESTABLE], 'claim')} untestable")
         macros[f"{tb}/rules-do"] = word_list(parts) if parts else "decide no claim"
+        macros.update(untestable_macros(rows, tb))
     if robust:
         macros.update(robustness_macros(rows, robust))
     write_macros(out / "macros.tex", "verdicts", macros)
@@ -941,6 +981,64 @@ def write(
     )
     atomic_write(out / "setups.tex", setups_tex(studies, pairs))
     return side
+
+
+_UNTESTABLE_SHORT = {
+    "design": "by construction",
+    "records": "no records of its design yet",
+    "testbed": "does not run there",
+    "evidence": "not resolved",
+}
+
+
+def untestable_macros(rows: list[Row], tb: str) -> dict[str, str]:
+    """Why the untestable verdicts of one testbed are untestable, split by cause, so that the text
+    never blames the testbed for records not yet made: `TB/untestable-finding` (the abstract's
+    clause) and `TB/untestable-sentence` (the conclusion's), each naming only the causes that occur."""
+    by_kind: dict[str, list[str]] = {}
+    reasons = []  # the study files' own reasons, up to their consequence ("TCG models no caches")
+    for r in rows:
+        if r.results.get(tb, ("",))[0] == UNTESTABLE:
+            kind = r.untestable_kind.get(tb, "evidence")
+            # "S2-native", not "S2 (native)": the names stand inside parentheses
+            by_kind.setdefault(kind, []).append(re.sub(r" \((\w+)\)$", r"-\1", _label(r.claim.study)))
+            if kind == "design":
+                reasons.append(re.split(r",? so\b|\(", r.claim.untestable[tb])[0].strip().rstrip(","))
+
+    def claims(kind: str) -> str:
+        names = by_kind[kind]
+        return f"{counted(len(names), 'claim')} ({word_list(names)})"
+
+    def verb(kind: str, one: str, many: str) -> str:
+        return one if len(by_kind[kind]) == 1 else many
+
+    short, long = [], []
+    if "design" in by_kind:
+        short.append(f"{claims('design')} {verb('design', 'is', 'are')} untestable by construction")
+        long.append(
+            f"{claims('design')} {verb('design', 'is', 'are')} untestable by construction, since "
+            + " and ".join(reasons)
+        )
+    if "records" in by_kind:
+        short.append(
+            f"{claims('records')} {verb('records', 'awaits', 'await')} re-measurement under "
+            f"{verb('records', 'its', 'their')} registered design{verb('records', '', 's')}"
+        )
+        long.append(
+            f"{claims('records')} {verb('records', 'is', 'are')} not yet re-measured under "
+            f"{verb('records', 'its', 'their')} registered design{verb('records', '', 's')}, whose records are "
+            "still being measured"
+        )
+    if "evidence" in by_kind:
+        short.append(f"{claims('evidence')} cannot be resolved from the boots measured")
+        long.append(f"the comparisons of {claims('evidence')} cannot resolve the claimed effect")
+    if "testbed" in by_kind:
+        long.append(f"{claims('testbed')} {verb('testbed', 'does', 'do')} not run there")
+    return {
+        f"{tb}/untestable-finding": word_list(short) if short else "no claim is left untestable",
+        # "; " between the causes: a cause's own "since ... and ..." must not run into the next
+        f"{tb}/untestable-sentence": ("; ".join(long)[0].upper() + "; ".join(long)[1:] + ".") if long else "",
+    }
 
 
 def _read_robustness(rows, studies, cells_path: Path, config_path, studies_dir) -> dict[str, Robustness]:

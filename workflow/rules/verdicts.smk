@@ -63,6 +63,8 @@ rule verdicts_sweep:
         code=REPORT_CODE,
     output:
         table="paper/generated/verdicts/sweep/table.tex",
+        # the sidecar the paper's verdict table and its text cite
+        cells="paper/generated/verdicts/sweep/cells.json",
         macros="paper/generated/verdicts/sweep/macros.tex",
         evidence=[
             f"paper/generated/verdicts/sweep/evidence-{tb}.tex" for tb in REPORTED

@@ -1026,8 +1026,8 @@ def untestable_macros(rows: list[Row], tb: str) -> dict[str, str]:
         )
         long.append(
             f"{claims('records')} {verb('records', 'is', 'are')} not yet re-measured under "
-            f"{verb('records', 'its', 'their')} registered design{verb('records', '', 's')}, whose records are "
-            "still being measured"
+            f"{verb('records', 'its', 'their')} registered design{verb('records', '', 's')}: the records made "
+            "under it so far hold fewer boots per cell than a test needs"
         )
     if "evidence" in by_kind:
         short.append(f"{claims('evidence')} cannot be resolved from the boots measured")

@@ -38,7 +38,7 @@ from schedlab import config
 from schedlab.report import agreement
 from schedlab.report.notebook import repo_root
 from schedlab.report.table_model import Table
-from schedlab.report.tables import count_clauses, count_word, fmt_value_bracket, write_macros, write_sidecar
+from schedlab.report.tables import count_clauses, count_word, fmt_exact, fmt_value_bracket, write_macros, write_sidecar
 from schedlab.report.tables import latex_escape as esc
 
 root = repo_root()
@@ -225,7 +225,10 @@ for _, r in xdf.iterrows():
         r["study"].upper() if r["study"] != prev[0] else "",
         metric_name(r["study"], r["metric"]) if (r["study"], r["metric"]) != prev else "",
         stacked(esc(r["variant"]), esc(r["point"])),
-        num(r["base_value"], r["base_low"], r["base_high"]),
+        # an exact difference (the model gives the same value in every run) as the study table shows it
+        fmt_exact(r["base_value"], 4) + "$^{=}$"
+        if r.get("base_exact") and not missing(r["base_value"])
+        else num(r["base_value"], r["base_low"], r["base_high"]),
     ]
     row += [] if one_other else [esc(r["testbed"])]
     row += [num(r["value"], r["low"], r["high"]), esc(r["verdict"])]
@@ -244,13 +247,16 @@ for _, r in xdf.iterrows():
 xcaption = (
     r"The simulator's differences beside the other testbeds' at the points both ran (\%, with each "
     r"table's interval at the row's Holm-adjusted level; significance Holm-adjusted within each "
-    r"testbed's table). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/testbeds.tex}."
+    r"testbed's table"
+    + (r"; $^{=}$: exact, the model's runs do not vary" if len(xdf) and xdf["base_exact"].any() else "")
+    + r"). Regenerate: \texttt{snakemake -c2 paper/generated/agreement/testbeds.tex}."
 )
 xside = write_sidecar(root / out_dir / "testbeds-cells.json", {"table": "agreement-testbeds", "cells": xcells})
 Table.from_rows(
     xcolumns, xrows, None, xcaption, "tab:agreement-testbeds", preamble=r"\setlength{\tabcolsep}{4pt}"
 ).write(root / out_dir / "testbeds.tex", sidecar=xside, title="Agreement between testbeds")
 xmacros["rows"] = str(len(xdf))
+xmacros["rows/words"] = count_word(len(xdf))  # "Of these eight comparisons"
 for v in agreement.CROSS_VERDICTS:
     xmacros[v.replace(" ", "-")] = str(int((xdf["verdict"] == v).sum())) if len(xdf) else "0"
 for (s, tb), g in xdf.groupby(["study", "testbed"]) if len(xdf) else []:

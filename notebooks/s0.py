@@ -34,7 +34,7 @@ from scipy.stats import binomtest
 
 from schedlab import config, stats
 from schedlab.report.notebook import T_ERRORBARS, StudyContext, ratio_method_text, t_errorbar
-from schedlab.report.tables import of_n
+from schedlab.report.tables import counted, of_n
 
 sns.set_theme(style="whitegrid", context="paper")
 ctx = StudyContext(study, testbed, data_dir, out_dir, studies_dir)
@@ -116,6 +116,8 @@ for v in ctx.study["variants"]:
     r = stats.bootstrap_ratio_ci([[y] for y in b], [[y] for y in x], seed=0)
     macros[f"ratio/{v}/top"] = f"{r.estimate:.2f}"
     macros[f"ratio/{v}/top/ci"] = f"[{r.low:.2f}, {r.high:.2f}]"
+    if ctx.table.per_boot and min(len(b), len(x)) < config.MIN_BOOTS:  # descriptive only: no test
+        macros[f"ratio/{v}/top/ci"] += f", over {counted(min(len(b), len(x)), 'boot')}, fewer than a test needs"
     methods.append(r.method)
 macros["ratio/method"] = ratio_method_text(methods)
 macros["topvms"] = str(top)

@@ -32,7 +32,14 @@ out_dir = "paper/generated/s4"
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from schedlab.report.notebook import T_ERRORBARS, T_PAIRED, StudyContext, plot_differences, t_errorbar
+from schedlab.report.notebook import (
+    T_ERRORBARS,
+    T_PAIRED,
+    StudyContext,
+    plot_differences,
+    significance_phrase,
+    t_errorbar,
+)
 from schedlab.report.tables import fmt_signed_ci
 
 sns.set_theme(style="whitegrid", context="paper")
@@ -94,6 +101,7 @@ if "home_share" in runs:
     bench = cmp[cmp["metric"] != "home_share"]
     macros["bench/ncmp"] = str(len(bench))
     macros["bench/nsig"] = str(int(bench["significant"].sum()))
+    macros["bench/sigof"] = significance_phrase(bench, "benchmark comparison", "benchmark comparisons", "the")
 macros
 
 # %% [markdown]

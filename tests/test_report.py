@@ -117,6 +117,11 @@ def test_interval_formats():
     assert fmt_bracket(-math.inf, 3.0) == r"[$-\infty$, 3.0]" and fmt_bracket(1.0, None) == r"[1.0, $\infty$]"
     assert fmt_bracket(-0.01, 0.02) == "[$-$0.010, 0.020]" and "-0.0" not in fmt_bracket(-0.001, 30)
     assert fmt_bracket(float("nan"), 1) == "--"
+    # beside its difference, the interval to the difference's last digit (capped at three
+    # significant digits), as the table's cell prints it: not -90.9 % [-90.875, -90.847]
+    assert fmt_bracket(-90.875, -90.847, value=-90.861) == r"[$-$90.9, $-$90.8]"
+    assert fmt_bracket(1071.8, 1090.3, value=1081) == "[1070, 1090]"
+    assert fmt_bracket(15.5, 30.7, value=22.8) == fmt_bracket(15.5, 30.7) == "[15.5, 30.7]"
 
 
 def test_star_and_interval_agree_in_the_study_table(tmp_path):
@@ -303,3 +308,10 @@ def test_the_caption_counts_a_cells_runs_per_boot_not_the_boots_runs(tmp_path):
     assert ("discarded warm-up run of the cell" in text) == bool(config.testbed_settings(_study(), "qemu")["warmup"])
     two = pd.concat([runs, runs.assign(run_id=runs["run_id"] + "b")])
     assert "(2 measured runs each, averaged" in StudyTable(_study(), "qemu", two, tmp_path / "two")._units_text()
+    # a design not yet complete says how far it is: fewer boots than the registered design plans
+    planned = config.testbed_settings(_study(), "qemu")["runs"]
+    assert "so far" not in text and planned == 6
+    part = runs[runs["repetition"] < 4]
+    assert "4 boots per cell so far, of the 6 its registered design plans (" in (
+        StudyTable(_study(), "qemu", part, tmp_path / "part")._units_text()
+    )

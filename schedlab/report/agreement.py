@@ -197,6 +197,7 @@ def cross(
                         "base_value": r["value"],
                         "base_low": rlo,
                         "base_high": rhi,
+                        "base_exact": r.get("test") == "exact",  # no spread in either variant: no interval
                         "value": c["value"],
                         "low": lo,
                         "high": hi,

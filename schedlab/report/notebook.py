@@ -15,6 +15,8 @@ from schedlab.core.files import atomic_write
 from schedlab.report import data as rdata
 from schedlab.report.tables import (
     StudyTable,
+    count_of,
+    count_word,
     fmt_bracket,
     fmt_delta,
     fmt_signed_ci,
@@ -23,6 +25,9 @@ from schedlab.report.tables import (
     runs_text,
 )
 
+# why a comparison has no test, as the text says it (config.MIN_BOOTS: the paper's floor of units)
+TOO_FEW_UNITS = f"fewer than {count_word(config.MIN_BOOTS)} boots in a variant"
+
 # stats.bootstrap_ratio_ci's `method`, as the text names it
 RATIO_METHODS = {
     "log-t": "log-ratio $t$",
@@ -30,6 +35,24 @@ RATIO_METHODS = {
     "fieller": "Fieller",
     "percentile": "percentile bootstrap",
 }
+
+
+def significance_phrase(cmp: pd.DataFrame, one: str = "comparison", many: str = "comparisons", owner="the table's"):
+    """How many of the comparisons `cmp` (compare_study's rows) are significant, as running text:
+    "none of the table's twelve comparisons is significant"; only comparisons with enough units
+    are tested, so an untestable one is counted apart, never as "not significant"."""
+    tested = int((cmp["test"] != "untestable").sum())
+    untested = len(cmp) - tested
+    if tested == 0:
+        every = f"all {'' if owner == 'the' else owner + ' '}{count_word(len(cmp))} {many} are"
+        who = f"{owner} only {one} is" if len(cmp) == 1 else every
+        return f"{who} untestable ({TOO_FEW_UNITS})"
+    more = ""
+    if untested:
+        one, many = f"tested {one}", f"tested {many}"
+        more = f", and {count_word(untested)} more {'is' if untested == 1 else 'are'} untestable ({TOO_FEW_UNITS})"
+    nsig = int(cmp["significant"].sum())
+    return count_of(nsig, tested, one, many, ("is significant", "are significant"), owner) + more
 
 
 def ratio_method_text(methods) -> str:
@@ -377,12 +400,19 @@ class StudyContext:
                 "baseline_runs": runs_of(ref),
             }
             macros[f"check/{key}/d"] = fmt_signed_ci(c["pct"], c.get("pct_low"), c.get("pct_high"))
-            macros[f"check/{key}/ci"] = fmt_bracket(c["pct_low"], c["pct_high"])
-            macros[f"check/{key}/sig"] = "significant" if c["significant"] else "no detectable difference"
+            untestable = c.get("test") == "untestable"  # too few units: no interval, no test
+            macros[f"check/{key}/ci"] = (
+                "untestable" if untestable else fmt_bracket(c["pct_low"], c["pct_high"], value=c["pct"])
+            )
+            macros[f"check/{key}/sig"] = (
+                TOO_FEW_UNITS if untestable else "significant" if c["significant"] else "no detectable difference"
+            )
             macros[f"check/{key}/p"] = f"{c['p_holm']:.2g}"
             if margin_pct:
                 macros[f"check/{key}/eq"] = (
-                    f"equivalent within $\\pm${margin_pct:g}\\,\\%"
+                    TOO_FEW_UNITS
+                    if untestable
+                    else f"equivalent within $\\pm${margin_pct:g}\\,\\%"
                     if eq
                     else f"not shown equivalent within $\\pm${margin_pct:g}\\,\\%"
                 )
@@ -497,18 +527,21 @@ class StudyContext:
         (signed), `ci/...` its interval "[lo, hi]" in % at the row's Holm-adjusted level (as
         in the table; excludes 0 exactly when significant), `sig/...` "significant" or "not
         significant" (Holm-adjusted), `p/...` the adjusted p-value; `ncmp`, `nsig`: how many
-        comparisons the table has and how many of them are significant."""
+        comparisons the table has and how many of them are significant; `sigof` the two as a
+        phrase ("none of the table's twelve comparisons is significant")."""
         cmp = self.table.cmp
         out = {"ncmp": str(len(cmp)), "nsig": str(int(cmp["significant"].sum())) if len(cmp) else "0"}
+        if len(cmp):  # the same counts as a phrase for running text: "none of the table's twelve ..."
+            out["sigof"] = significance_phrase(cmp)
         for _, c in cmp.iterrows():
             pid = config.point_id({a: c[a] for a in self.axes})
             key = f"{c['variant']}/{pid}/{c['metric']}"
             out[f"d/{key}"] = fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"])
-            out[f"ci/{key}"] = fmt_bracket(c["pct_low"], c["pct_high"])
+            out[f"ci/{key}"] = fmt_bracket(c["pct_low"], c["pct_high"], value=c["pct"])
             out[f"sig/{key}"] = (
                 "exact: the runs do not vary"
                 if c.get("test") == "exact"
-                else "untestable: too few units"
+                else f"untestable: {TOO_FEW_UNITS}"
                 if c.get("test") == "untestable"
                 else "significant"
                 if c["significant"]

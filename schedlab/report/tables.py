@@ -158,12 +158,24 @@ def fmt_delta(pct: float, low, high, marks: str = "") -> str:
     return rf"\num{{{_at(pct, e_v)}}}" + (f"${math_part}$" if math_part else "")
 
 
-def fmt_bracket(low, high, decimals: int | None = None) -> str:
+def fmt_bracket(low, high, decimals: int | None = None, value: float | None = None) -> str:
     """ "[lo, hi]" for the text: a real minus sign, $\\infty$ where unbounded (None or
-    an infinite end); decimals from the width (two significant digits, at least one)."""
+    an infinite end); decimals from the width (two significant digits, at least one), or, given
+    the difference `value`, to its last digit as fmt_signed_ci prints it (a -90.9 % beside
+    [-90.9, -90.8], not [-90.875, -90.847]: the tables' cells do the same)."""
     low, high = _end(low, -1), _end(high, 1)
     if math.isnan(low) or math.isnan(high):
         return "--"
+    if value is not None and _finite(value) and decimals is None:
+        widths = [w for w in (high - value, value - low) if math.isfinite(w) and w > 0]
+        e_v = _delta_exp(float(value), widths)[0]
+
+        def end_at(x):
+            if math.isinf(x):
+                return r"$-\infty$" if x < 0 else r"$\infty$"
+            return _signed(_at(x, e_v))
+
+        return f"[{end_at(low)}, {end_at(high)}]"
     if decimals is None:
         width = high - low
         decimals = min(max(1, _decimals(width)), 4) if math.isfinite(width) and width > 0 else 1
@@ -231,6 +243,32 @@ def of_n(k: int, n: int, noun: str = "") -> str:
     return f"{count_word(k)} of the {count_word(n)}{tail}"
 
 
+def count_of(k: int, n: int, one: str, many: str, verb: tuple[str, str], owner: str = "the") -> str:
+    """A count of a counted set with its verb in agreement, zero in words: "none of the twelve
+    comparisons is significant", "one of the table's twelve comparisons is significant", "both
+    comparisons are significant", "the only comparison is significant". verb: (singular,
+    plural) predicates, e.g. ("is significant", "are significant")."""
+    k, n = int(k), int(n)
+    sing, plur = verb
+    if n == 1:
+        if k:
+            return f"{owner} only {one} {sing}"
+        # "is significant" -> "is not significant", "differs ..." -> "does not differ ..."
+        return f"{owner} only {one} " + (
+            f"is not {sing.removeprefix('is ')}" if sing.startswith("is ") else f"does not {plur}"
+        )
+    if k == n:
+        return (
+            f"both of {owner} {many} {plur}"
+            if n == 2
+            else f"all {'' if owner == 'the' else owner + ' '}{count_word(n)} {many} {plur}"
+        )
+    set_ = f"{owner} {count_word(n)} {many}"
+    if k == 0:
+        return f"neither of {owner} {many} {sing}" if n == 2 else f"none of {set_} {sing}"
+    return f"{count_word(k)} of {set_} {sing if k == 1 else plur}"
+
+
 def word_list(items, conj: str = "and") -> str:
     """ "a", "a and b", "a, b and c"; an empty list is an error (a sentence must not list nothing)."""
     items = list(items)
@@ -282,9 +320,13 @@ def runs_text(runs: int, warmup: int, settings: dict | None = None) -> str:
     the testbed's unit is the boot (`settings`, config.testbed_settings), the boots per point and
     what runs in each: "6 boots per point, in each one discarded warm-up run, then one measured run"."""
     if settings and settings.get("unit") == "boot":
-        measured = counted(settings.get("runs_per_boot") or 1, "measured run")
+        rpb = settings.get("runs_per_boot") or 1
+        measured = counted(rpb, "measured run")
+        runs = int(runs) // rpb  # `runs` measured runs take runs / runs_per_boot boots (plan.rounds)
         warm = f"{counted(warmup, 'discarded warm-up run')}, then {measured}" if warmup else f"{measured}, no warm-up"
-        return f"{runs} {'boot' if runs == 1 else 'boots'} per point, in each {warm}"
+        # a boot per variant per round (boot_plan variant-round) or one for the round's every variant
+        per = "per variant and point" if settings.get("boot_plan") == "variant-round" else "per point"
+        return f"{runs} {'boot' if runs == 1 else 'boots'} {per}, in each {warm}"
     warm = f"after {counted(warmup, 'discarded warm-up run')}" if warmup else "without a warm-up run"
     return f"{runs} measured {'run' if runs == 1 else 'runs'} per point {warm}"
 
@@ -767,10 +809,14 @@ class StudyTable:
             if rlo == rhi
             else f"{rlo}--{rhi} measured runs each, averaged"
         )
-        warmup = config.testbed_settings(self.study, self.testbed)["warmup"]
+        settings = config.testbed_settings(self.study, self.testbed)
+        warmup = settings["warmup"]
         warm = f", after {counted(warmup, 'discarded warm-up run')} of the cell in the same boot" if warmup else ""
+        # a design not yet complete says so: an interim count is not the registered one
+        planned = int(settings["runs"]) // max(1, int(settings.get("runs_per_boot") or 1))
+        interim = f" so far, of the {planned} its registered design plans" if lo < planned else ""
         return (
-            f"The unit is the boot: {n} boots per cell ({each}{warm}); means, tests and degrees of "
+            f"The unit is the boot: {n} boots per cell{interim} ({each}{warm}); means, tests and degrees of "
             f"freedom count boots, and a comparison with fewer than {config.MIN_BOOTS} boots in a "
             "variant is marked untestable"
         )

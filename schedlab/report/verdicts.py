@@ -186,7 +186,7 @@ def judge(e: Evidence) -> tuple[str, str]:
         return UNTESTABLE, e.missing or "no result"
     if e.exact:
         return _judge_exact(e)
-    iv = fmt_bracket(e.low, e.high)
+    iv = fmt_bracket(e.low, e.high, value=e.value)
     if e.direction == 0:
         margin = f"$\\pm${e.margin_pct:g}\\,\\%" if e.margin_pct else "the margin"
         if e.equivalent is None:

@@ -30,7 +30,6 @@ out_dir = "paper/generated/s0"
 # %%
 import matplotlib.pyplot as plt
 import seaborn as sns
-from scipy.stats import binomtest
 
 from schedlab import config, stats
 from schedlab.report.notebook import T_ERRORBARS, StudyContext, ratio_method_text, t_errorbar
@@ -126,37 +125,6 @@ base_mean = runs[runs.variant == "base"].groupby("vms")["throughput"].mean()
 monotonic = bool((base_mean.diff().dropna() < 0).all())
 macros["base/shape"] = "declines monotonically" if monotonic else "does not decline monotonically"
 macros["base/worst"] = str(int(base_mean.idxmin()))
-# Speed per round: on qemu TCG runs as fast as the development machine lets it, so a
-# change of the host's speed shows as a change of every variant's throughput together.
-by_round = runs.groupby("repetition")["throughput"].mean()
-macros["rounds/spread"] = f"{by_round.max() / by_round.min():.1f}"
-# Paired by round (each round runs every variant once, one after another), which removes a
-# speed change between rounds: in how many rounds a variant beats the base at the top
-# point, with an exact two-sided sign test over the rounds. With n rounds the smallest
-# p-value such a test can give is 2 / 2^n (`paired/min-p`): below 6 rounds it can never
-# reach 5 %, which `paired/can-reach` says in words.
-# A variant measured in rounds of its own (after the others, not interleaved with them) has
-# no round to pair with: its runs all lie outside the span of the base's.
-at_top = runs[runs.vms == top].groupby(["repetition", "variant"])["throughput"].mean().unstack()
-finished = {}
-for r in (runs.attrs.get("records") or {}).values():
-    finished.setdefault(r["variant"], []).append(r.get("finished", ""))
-base_span = (min(finished.get("base", [""])), max(finished.get("base", [""])))
-interleaved = [
-    v for v in at_top.columns.drop("base") if any(base_span[0] <= t <= base_span[1] for t in finished.get(v, []))
-]
-n_rounds = 0
-for v in interleaved:
-    pair = at_top[[v, "base"]].dropna()
-    above = int((pair[v] > pair["base"]).sum())
-    n_rounds = max(n_rounds, len(pair))
-    macros[f"paired/{v}/above"] = f"{above} of {len(pair)}"
-    macros[f"paired/{v}/p"] = f"{binomtest(above, len(pair)).pvalue:.2g}"
-if n_rounds:
-    min_p = binomtest(n_rounds, n_rounds).pvalue
-    macros["paired/n"] = str(n_rounds)
-    macros["paired/min-p"] = f"{min_p:.2g}"
-    macros["paired/can-reach"] = "can" if min_p < 0.05 else "cannot"
 macros
 
 # %% [markdown]

@@ -289,8 +289,28 @@ def test_the_text_splits_untestable_claims_by_cause(tmp_path):
         "one claim (S3) is untestable by construction and one claim (S4) awaits re-measurement under its "
         "registered design"
     )
-    assert "since TCG models no caches; one claim (S4) is not yet re-measured" in m["qemu/untestable-sentence"]
+    assert (
+        "since TCG models no caches; one claim (S4) has no records under its registered design yet"
+        in (m["qemu/untestable-sentence"])
+    )
     assert "resolve" not in m["qemu/untestable-sentence"]  # no cause that no claim has
+
+
+def test_too_few_boots_so_far_is_its_own_cause(tmp_path):
+    """A claim whose comparisons have too few boots (a registered campaign not yet complete) is
+    neither 'not resolved' by its evidence nor without records: the text says how it stands."""
+    studies = {"s1": config.load_study("s1")}
+    gen = tmp_path / "generated" / "s1"
+    gen.mkdir(parents=True)
+    few = {"value": 10.0, "test": "untestable", "reason": "3 boots in a variant, fewer than the 5 a test needs"}
+    cells = {f"bug/mode-corun/{m}/delta": {**few, "runs": ["r1"]} for m in ("throughput_mbps", "latency_us")}
+    gen.joinpath("qemu-cells.json").write_text(json.dumps(_sidecar(cells)))
+    (row,) = vd.build(studies, ["qemu"], [("s1", "qemu")], tmp_path)
+    assert row.results["qemu"][0] == vd.UNTESTABLE and row.untestable_kind["qemu"] == "boots"
+    m = vd.untestable_macros([row], "qemu")
+    assert m["qemu/untestable-finding"] == "one claim (S1) has too few boots measured so far"
+    assert "fewer boots per cell than its registered design plans and a test needs" in m["qemu/untestable-sentence"]
+    assert "resolve" not in m["qemu/untestable-sentence"] and "no records" not in m["qemu/untestable-sentence"]
 
 
 def test_verdicts_bad_input_is_one_line(tmp_path):

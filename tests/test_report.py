@@ -255,6 +255,21 @@ def test_power_text_says_more_than_when_capped():
     assert "needs at most" in power_text(st, "sim", pd.DataFrame(rows))
 
 
+def test_power_text_says_an_interim_count_of_boots_as_such():
+    """Where the records hold fewer boots than the registered design plans, the provenance line
+    says both: not 'the study ran 6' for a campaign at 3."""
+    from schedlab.report.methods import power_text
+
+    st = config.load_study("s1")
+    rows = [
+        {"variant": v, "mode": "corun", "boot": f"{v}-{b}", "throughput_mbps": 100 + b, "latency_us": 80.0 + b}
+        for v in ("fixed", "bug")
+        for b in range(3)
+    ]
+    text = power_text(st, "qemu", pd.DataFrame(rows))
+    assert text.endswith("and the records hold 3 so far") and "the design plans 6 (" in text, text
+
+
 def test_setup_macros_give_the_design_stated_before_measuring():
     """The power design of a testbed (stated in the study file) reaches the text as macros,
     so a section can set a measured CV against the one the design assumed."""

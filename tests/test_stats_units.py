@@ -55,14 +55,17 @@ def test_exact_rows_leave_the_holm_family():
 def test_one_run_per_group_is_untestable_not_an_error():
     df = _frame({"a": [[1.0], [1.1]], "b": [[1.3]]})
     out = stats.compare_table(df, "value", "a", by=["vms"], unit_col="boot")
-    assert out.loc[0, "test"] == "untestable" and "1 boot in a group" in out.loc[0, "reason"]
+    assert (
+        out.loc[0, "test"] == "untestable"
+        and "1 boot in a variant, fewer than the 2 a test needs" in out.loc[0, "reason"]
+    )
     assert not out.loc[0, "significant"] and np.isnan(out.loc[0, "p"])
 
 
 def test_fewer_boots_than_the_minimum_is_untestable():
     df = _frame({"a": [[1.0], [1.1], [1.05]], "b": [[1.3], [1.31], [1.29]]})
     out = stats.compare_table(df, "value", "a", by=["vms"], unit_col="boot", min_units=5)
-    assert out.loc[0, "test"] == "untestable" and "fewer than 5" in out.loc[0, "reason"]
+    assert out.loc[0, "test"] == "untestable" and "fewer than the 5 a test needs" in out.loc[0, "reason"]
 
 
 def test_paired_tost_uses_the_pairs():

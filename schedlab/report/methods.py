@@ -383,10 +383,20 @@ def power_text(study: dict, testbed: str, runs) -> str:
     verdict = "enough" if ran >= worst and not capped else "not enough"
     # runs_needed stops at max_runs: then all we know is "more than that"
     needs = f"more than {int(worst)}" if capped else f"at most {int(worst)}"
+    # what the records hold, beside what the design plans: an interim count is said as such
+    if per_boot:
+        got = runs.groupby(["variant", *axes])["boot"].nunique()
+        lo, hi = int(got.min()), int(got.max())
+        held = f"{lo}" if lo == hi else f"{lo}--{hi}"
+    ran_text = (
+        f"the design plans {ran} ({verdict}), and the records hold {held} so far"
+        if per_boot and lo < ran
+        else f"the study ran {ran}: {verdict}"
+    )
     return (
         f"detecting a {DETECT_PCT:g}\\,\\% difference at 95\\,\\% confidence with power {POWER:g} "
         f"needs {needs} {'boots' if per_boot else 'runs'} per point (worst case: {esc(where)}); "
-        f"the study ran {ran}: {verdict}"
+        f"{ran_text}"
     )
 
 

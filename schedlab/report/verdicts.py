@@ -59,6 +59,7 @@ from schedlab.report.tables import (
     write_macros,
     write_sidecar,
 )
+from schedlab.stats.core import TOO_FEW_UNITS_MARK
 from schedlab.sweep import SensitivityError
 
 REPRODUCED = "reproduced"
@@ -448,7 +449,8 @@ def build(
                 judged.append((part, w, e, (cat, f"for {_where(study, w)}, {why}")))
             cat, why = combine([j for *_, j in judged])
             if cat == UNTESTABLE:
-                row.untestable_kind[tb] = "evidence"
+                # too few boots so far (a design not yet fully measured) is not the evidence failing
+                row.untestable_kind[tb] = "boots" if TOO_FEW_UNITS_MARK in why else "evidence"
             if tb in claim.untestable:
                 cat, why = UNTESTABLE, claim.untestable[tb]
                 row.untestable_kind[tb] = "design"
@@ -986,6 +988,7 @@ def write(
 _UNTESTABLE_SHORT = {
     "design": "by construction",
     "records": "no records of its design yet",
+    "boots": "too few boots so far",
     "testbed": "does not run there",
     "evidence": "not resolved",
 }
@@ -1025,9 +1028,15 @@ def untestable_macros(rows: list[Row], tb: str) -> dict[str, str]:
             f"{verb('records', 'its', 'their')} registered design{verb('records', '', 's')}"
         )
         long.append(
-            f"{claims('records')} {verb('records', 'is', 'are')} not yet re-measured under "
-            f"{verb('records', 'its', 'their')} registered design{verb('records', '', 's')}: the records made "
-            "under it so far hold fewer boots per cell than a test needs"
+            f"{claims('records')} {verb('records', 'has', 'have')} no records under "
+            f"{verb('records', 'its', 'their')} registered design{verb('records', '', 's')} yet"
+        )
+    if "boots" in by_kind:
+        short.append(f"{claims('boots')} {verb('boots', 'has', 'have')} too few boots measured so far")
+        long.append(
+            f"{claims('boots')} {verb('boots', 'is', 'are')} measured so far in fewer boots per cell than "
+            f"{verb('boots', 'its', 'their')} registered design{verb('boots', '', 's')} plan"
+            f"{verb('boots', 's', '')} and a test needs"
         )
     if "evidence" in by_kind:
         short.append(f"{claims('evidence')} cannot be resolved from the boots measured")

@@ -51,6 +51,11 @@ def _floats(values, what: str = "values", min_n: int = 2) -> list[float]:
     return out
 
 
+# the end of an untestable comparison's reason when it has too few units ("3 boots in a variant,
+# fewer than the 5 a test needs"): the report tells that cause apart by it
+TOO_FEW_UNITS_MARK = "a test needs"
+
+
 def _confidence(confidence, name: str = "confidence") -> float:
     """A confidence level in percent; a fraction (0.95) is an error, not 0.95 %."""
     try:
@@ -948,8 +953,8 @@ def compare_table(
                     row, ex = _untestable_row(
                         xb,
                         xv,
-                        f"{min(len(xb), len(xv))} {unit if min(len(xb), len(xv)) == 1 else unit + 's'} in a group, "
-                        f"fewer than {min_units}",
+                        f"{min(len(xb), len(xv))} {unit if min(len(xb), len(xv)) == 1 else unit + 's'} in a variant, "
+                        f"fewer than the {min_units} {TOO_FEW_UNITS_MARK}",
                     )
                     eq = None
                 elif _exact(xb) and _exact(xv):

@@ -74,7 +74,7 @@ text_macros = validation.macros(res, cfg)
 # The central figure: each study's own comparison, b over a as a % change of its metric, on
 # real Xen (over boots) and on the mirror (over seeds), each with its 95 % interval.
 # Reproduced: Xen's interval excludes no change and the mirror's excludes it on the same
-# side. A real effect without an interval (one boot a side) is drawn as a point.
+# side. A real effect with fewer than five boots a side is untestable: drawn as a point, no interval.
 
 # %%
 eff = res["effects"]
@@ -93,6 +93,8 @@ for i, r in enumerate(eff.itertuples()):
         x, lo, hi = fin(getattr(r, side)), fin(getattr(r, f"{side}_low")), fin(getattr(r, f"{side}_high"))
         if not math.isfinite(x):
             continue
+        if side == "xen" and r.verdict == "untestable":
+            lo = hi = math.nan  # too few boots for a test: the paper shows no interval for it
         err = [[x - lo], [hi - x]] if math.isfinite(lo) and math.isfinite(hi) else None
         ax.errorbar(x, i + off, xerr=err, fmt="o" if err else "D", color=color, ms=5, capsize=2, elinewidth=1)
     mark = {"reproduced": "reproduced", "not reproduced": "NOT reproduced"}.get(r.verdict, r.verdict)

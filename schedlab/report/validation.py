@@ -54,7 +54,7 @@ from schedlab.mirror import (  # noqa: F401  (the scenario file and the qemu sid
 # row verdicts: only AGREE and MISS count; the others say why a row is left out of the count
 AGREE, MISS = "agree", "miss"
 CALIBRATION = "calibration point"
-FEW_BOOTS = "one boot"
+FEW_BOOTS = "too few boots"
 NO_BAND = "no band"
 EXCUSED = "excused"
 NOT_MEASURED = "not measured on qemu"
@@ -225,7 +225,8 @@ def compare(sc: dict, qemu: dict, sim: dict, cfg: dict) -> pd.DataFrame:
     """The comparison rows of one scenario: one per (variant, point, quantity). The real side's
     values are per boot (its runs' mean), so its n and the interval's degrees of freedom count
     boots. A row agrees when the interval of sim/qemu (shares: sim - qemu) lies inside its band;
-    rows at a calibration point, with one boot, without a band or excused are not counted."""
+    rows at a calibration point, with fewer boots than a test needs (config.MIN_BOOTS), without a
+    band or excused are not counted."""
     conf, period = cfg["band"]["confidence"], cfg["period_s"]
     rows = []
     for v, p in cases(sc):
@@ -268,9 +269,11 @@ def compare(sc: dict, qemu: dict, sim: dict, cfg: dict) -> pd.DataFrame:
             # 0, S1's migrations of pinned VMs) has none and is not evidence either way
             if (v, pid) in sc["calibration"]:
                 row.update(verdict=CALIBRATION, reason="calibration point: left out of the count")
-            elif qn < 2:
+            elif qn < config.MIN_BOOTS:  # the paper's rule for every qemu result: five boots or untestable
                 row.update(
-                    verdict=FEW_BOOTS, reason=f"{'one boot' if qn else 'no boot with the event'} on qemu: no interval"
+                    verdict=FEW_BOOTS,
+                    reason=f"{qn} boot{'' if qn == 1 else 's'} with the event on qemu, fewer than the "
+                    f"{config.MIN_BOOTS} a test needs",
                 )
             elif band is None:
                 row.update(verdict=NO_BAND, reason="no band: real Xen shows no spread of it across boots")
@@ -370,8 +373,8 @@ def effects(sc: dict, qemu: dict, sim: dict, cfg: dict) -> pd.DataFrame:
                       for v in (a, b))  # fmt: skip
             sr, slo, shi = ratio_interval(sb, sa, conf)
             n_sim = min(sum(math.isfinite(v) for v in sa), sum(math.isfinite(v) for v in sb))
-            if len(xa) < 2 or len(xb) < 2 or math.isnan(xl) or math.isnan(xh):
-                vd = EFFECT_UNTESTABLE
+            if min(len(xa), len(xb)) < config.MIN_BOOTS or math.isnan(xl) or math.isnan(xh):
+                vd = EFFECT_UNTESTABLE  # the paper's rule for every qemu result: five boots or untestable
             elif xl <= 1 <= xh:
                 vd = NONE_ON_XEN
             else:
@@ -713,7 +716,7 @@ CAPTION = (
     r"quantity of every case: each side's mean with its {conf}\,\% t-interval (qemu: over boots, the "
     r"runs of a boot averaged; sim: over seeds), sim/qemu (shares: sim $-$ qemu in points) with its "
     r"interval, the band (real Xen's own spread across boots, per quantity), and the verdict: agree when "
-    r"the interval lies inside the band. Rows at a calibration point, with one boot, without a band, or "
+    r"the interval lies inside the band. Rows at a calibration point, with fewer than five boots, without a band, or "
     r"excused are not counted. Regenerate: \texttt{{schedlab validate-sim}}."
 )
 
@@ -739,7 +742,7 @@ PAPER_CAPTION = (
     r"over boots), and for the guests' run-time shares the difference sim $-$ qemu in points: for S1 "
     r"the I/O VM's, otherwise the guest furthest from its qemu share. {agree}: the interval lies inside "
     r"the quantity's band, real Xen's own spread across boots (two boots differ by less in 95\,\% of "
-    r"pairs); {miss}: it does not; {cal}: a calibration point (not counted); {one}: one boot on qemu or "
+    r"pairs); {miss}: it does not; {cal}: a calibration point (not counted); {one}: fewer than five boots on qemu or "
     r"no band (not counted). ``both 0'': neither side has the event. Blank: not compared in that "
     r"scenario. boots: qemu boots (runs). ``agree'': of the case's counted quantities, how many agree. "
     r"The sim side has {seeds} seeds per case. Every quantity is in \texttt{{table.csv}} and "
@@ -897,8 +900,8 @@ EFFECT_MARKS = {REPRODUCED: r"$\checkmark$", NOT_REPRODUCED: r"$\times$", NONE_O
 def effects_table(eff: pd.DataFrame, cfg: dict) -> str:
     """The effect table (effects.tex): per study comparison, real Xen's effect (boots) beside
     the mirror's (seeds), both as % change of b over a with the interval, and the verdict."""
+    from schedlab.report.tables import count_word, latex_table, render_tabular
     from schedlab.report.tables import latex_escape as esc
-    from schedlab.report.tables import latex_table, render_tabular
 
     scs = {s["name"]: s for s in cfg["scenarios"]}
     # the comparison above its metric in one column, each value above its interval: the table at
@@ -917,7 +920,9 @@ def effects_table(eff: pd.DataFrame, cfg: dict) -> str:
             _stacked(esc(f"{r['b']} vs {r['a']}"), esc(r["metric"])),
             esc(_point_text(r["point"], sc) if sc else r["point"]),
             f"{r['xen_boots_b']}/{r['xen_boots_a']}" + ("p" if r["paired"] else ""),
-            _effect_text(r["xen"], r["xen_low"], r["xen_high"]), _effect_text(r["sim"], r["sim_low"], r["sim_high"]),
+            # too few boots for a test: the estimate without an interval, as every qemu result
+            _effect_text(r["xen"], *((math.nan, math.nan) if r["verdict"] == EFFECT_UNTESTABLE else (r["xen_low"], r["xen_high"]))),
+            _effect_text(r["sim"], r["sim_low"], r["sim_high"]),
             (EFFECT_MARKS.get(r["verdict"], "") + " " + esc(r["verdict"])).strip(),
         ])  # fmt: skip
     conf = f"{cfg['band']['effect_confidence']:g}"
@@ -929,7 +934,8 @@ def effects_table(eff: pd.DataFrame, cfg: dict) -> str:
         r"an interval here can exclude no change where the study table's wider Holm-adjusted one does not. "
         r"Reproduced: real Xen's interval "
         r"excludes no change and the mirror's excludes it on the same side; none on Xen: real Xen shows no "
-        r"effect; untestable: fewer than two boots a side. boots: b/a. Regenerate: "
+        r"effect; untestable: fewer than "
+        rf"{count_word(config.MIN_BOOTS)} boots a side (no interval shown). boots: b/a. Regenerate: "
         r"\texttt{schedlab validate-sim}."
     )
     return latex_table(
@@ -1034,7 +1040,7 @@ def macros(res: dict[str, pd.DataFrame], cfg: dict | None = None) -> dict[str, s
     uncounted = count_clauses(
         [
             (m["calibration"], "sit{v} at calibration points"),
-            (m["one-boot"], "{has} a single boot"),
+            (m["one-boot"], "{has} fewer than five boots"),
             (m["no-band"], "{has} no band"),
         ]
     )

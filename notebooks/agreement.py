@@ -77,12 +77,10 @@ def num(x, lo=math.nan, hi=math.nan, ratio=False, stacked=True):
 # one row per difference and testbed (a testbed's row only where it has the difference), blocks
 # per study, the study and metric named once: at the body's size within the line
 RAG = r">{\raggedright\arraybackslash}"
-multi = len(tbs) > 1
-
-
-def stacked(*lines):
-    """Cells on lines of their own in one cell (each row has two lines already: a value above its interval)."""
-    return r"\begin{tabular}[t]{@{}l@{}}" + r"\\[0pt]".join(lines) + r"\end{tabular}"
+# published figures are hardware magnitudes: an emulated testbed's are not set beside them (its
+# verdicts rest on directions); the simulator at the published scale and real hosts are
+pub_tbs = [tb for tb in tbs if tb not in agreement.EMULATED]
+multi = len(pub_tbs) > 1
 
 
 # one line a row (the table's 40-odd rows fit a page): the verdicts in short words, which the
@@ -99,8 +97,8 @@ columns += [(r"$\Delta$\,\% [interval]", "l"), ("verdict", "l")]
 rows, cells, prev = [], {}, (None, None)
 for _, r in df.iterrows():
     ratio = "/" in r["kind"]
-    for tb in tbs:
-        if tb != tbs[0] and missing(r.get(tb)):
+    for tb in pub_tbs:
+        if tb != pub_tbs[0] and missing(r.get(tb)):
             continue
         if prev[0] is not None and r["study"] != prev[0]:
             rows.append(None)
@@ -161,7 +159,7 @@ Table.from_rows(columns, rows, None, caption, "tab:agreement", preamble=r"\setle
     root / out_dir / "table.tex", sidecar=side, title="Agreement with the published figures"
 )
 macros = {"rows": str(len(df))}
-for tb in tbs:
+for tb in pub_tbs:
     v = df.get(f"{tb}_verdict")
     if v is not None:
         macros[f"{tb}/inside"] = str(int((v == agreement.INSIDE).sum()))
@@ -224,14 +222,14 @@ for _, r in xdf.iterrows():
     row = [
         r["study"].upper() if r["study"] != prev[0] else "",
         metric_name(r["study"], r["metric"]) if (r["study"], r["metric"]) != prev else "",
-        stacked(esc(r["variant"]), esc(r["point"])),
+        f"{esc(r['variant'])}, {esc(r['point'])}",
         # an exact difference (the model gives the same value in every run) as the study table shows it
         fmt_exact(r["base_value"], 4) + "$^{=}$"
         if r.get("base_exact") and not missing(r["base_value"])
-        else num(r["base_value"], r["base_low"], r["base_high"]),
+        else num(r["base_value"], r["base_low"], r["base_high"], stacked=False),
     ]
     row += [] if one_other else [esc(r["testbed"])]
-    row += [num(r["value"], r["low"], r["high"]), esc(r["verdict"])]
+    row += [num(r["value"], r["low"], r["high"], stacked=False), esc(r["verdict"])]
     prev = (r["study"], r["metric"])
     xcells[f"{r['study']}/{r['testbed']}/{r['variant']}/{r['point']}/{r['metric']}"] = {
         "row": sum(x is not None for x in xrows),

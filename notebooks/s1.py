@@ -84,11 +84,11 @@ for v in ctx.study["variants"]:
         macros[f"lat/{v}/{mode}"] = f"{mean(v, mode, 'latency_us'):.0f}"
     macros[f"collapse/{v}"] = f"{mean(v, 'alone', 'throughput_mbps') / mean(v, 'corun', 'throughput_mbps'):.1f}"
     # what co-running does to the throughput, in words: "divides it by 10.9 (941 against 86 Mbit/s)";
-    # a ratio that rounds to 1.0 is no division, so the two means are given instead
     ratio = mean(v, "alone", "throughput_mbps") / mean(v, "corun", "throughput_mbps")
     pair = f"{macros[f'tput/{v}/alone']} alone against {macros[f'tput/{v}/corun']}\\,Mbit/s co-run"
     macros[f"corun-effect/{v}"] = (
-        f"leaves it where it was ({pair})" if round(ratio, 1) == 1.0 else f"divides it by {ratio:.1f} ({pair})"
+        # a ratio that rounds to 1.0 claims no change it has not tested: the means only
+        f"gives {pair}" if round(ratio, 1) == 1.0 else f"divides it by {ratio:.1f} ({pair})"
     )
     for mode in ctx.runs["mode"].unique():
         for m in ("throughput_mbps", "latency_us"):

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 import yaml
@@ -482,3 +483,28 @@ def test_the_paper_rule_catches_an_undefined_value_whose_warning_tex_wrapped():
     )
     assert any(re.search(pattern, line) for line in wrapped.splitlines())
     assert not any(re.search(pattern, line) for line in ["Package hyperref Warning: Token not allowed"])
+
+
+def test_the_robustness_finding_stands_once_and_names_every_verdict():
+    """The full robustness sentence (the verdicts section) names the fragile verdicts with their
+    shares in parentheses and the robust ones by study; the short form, for the sections that
+    point back to it, counts them without repeating the list."""
+    claim = types.SimpleNamespace(study="s1", title="S1 mistaken BOOST")
+    other = types.SimpleNamespace(study="s4", title="S4 NUMA")
+    rows = [
+        types.SimpleNamespace(claim=claim, results={"sim": ("reproduced", "", "")}),
+        types.SimpleNamespace(claim=other, results={"sim": ("not reproduced", "", "")}),
+    ]
+    rb = {"s1": vd.Robustness(3, 4, (), ()), "s4": vd.Robustness(4, 4, (), ())}
+    m = vd.robustness_macros(rows, rb)
+    assert (
+        "fragile: it holds only at the share of the sweep's settings given in parentheses"
+        in m["sim/robustness-sentence"]
+    )
+    assert "(\\emph{reproduced}, 75\\,\\%)" in m["sim/robustness-sentence"]
+    assert m["sim/robustness-sentence"].endswith("the verdict on S4 holds at every setting.")
+    assert m["sim/robustness-short"] == (
+        "One of the two verdicts on the model is fragile under the sweep (Section~\\ref{sec:verdicts}); "
+        "that on S4 holds at every setting."
+    )
+    assert "brackets" not in m["sim/robustness-sentence"] and "the other" not in m["sim/robustness-sentence"]

@@ -53,6 +53,12 @@ PATTERNS = {
     # a difference with four or more significant digits: '-90.861 %', '+974.3 %', '+1081.0 %'
     r"[+\u2212](?:[1-9]\d\.\d{2,}|[1-9]\d{2,}\.\d+|[1-9]\.\d{3,}) ?%": "a difference past three significant digits",
     r"(?<![\w.])\d+\.0{3,}(?![\d])": "a published value padded with zeros: '78.0000'",
+    # the third read (issue 36)
+    r"\u2013(?:study|testbed|mutants|out|variant|point|config|resources|sim|host|exploratory)\b": (
+        "a command's option printed with an en-dash: '\u2013study' (copied, it fails)"
+    ),
+    r"given in brackets": "parentheses called brackets",
+    r"\(S\d, \d": "a citation number read as a study label: '(S0, 4, 5)'",
 }
 
 # a remark that needs its subject in the text: any remark without its subject is a defect
@@ -106,6 +112,9 @@ def test_the_patterns_catch_what_the_review_found():
     for bad in (
         "after 1 discarded warm-up run(s)",
         "with 5 to 5 traced qemu runs",
+        "schedlab validate-sim \u2013mutants",
+        "at the share of the sweep's settings given in brackets",
+        "against the concurrency hazard (S0, 4, 5)",
         "0.0 % and 0.0 % (not significant, not significant)",
         "The other 0 are not measured",
         "from delay 0 µs to delay 2000 µs",

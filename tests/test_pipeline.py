@@ -42,6 +42,17 @@ def test_paper_builds_with_a_table_per_study(built):
     assert schedlab("verify", work / "data").returncode == 0
 
 
+def test_published_figures_stand_beside_no_emulated_magnitude(built):
+    """The published-figures table sets hardware magnitudes beside the model's (and a real host's),
+    never beside an emulated machine's: no qemu cell in it, whatever the qemu testbed reports."""
+    from schedlab.report import agreement
+
+    work, _, _ = built
+    cells = json.loads((work / "paper" / "generated" / "agreement" / "cells.json").read_text())["cells"]
+    assert cells and not [k for k in cells if k.rsplit("/", 1)[-1] in agreement.EMULATED]
+    assert "qemu" not in (work / "paper" / "generated" / "agreement" / "table.tex").read_text()
+
+
 def test_second_run_does_nothing(built):
     work, env, _ = built
     t0 = time.monotonic()

@@ -22,7 +22,7 @@ from schedlab import config
 from schedlab.core.files import atomic_write
 from schedlab.report import data as rdata
 from schedlab.report.table_model import Table
-from schedlab.report.tables import display_title, runs_text
+from schedlab.report.tables import axes_text, display_title, runs_text
 from schedlab.report.tables import latex_escape as esc
 
 DETECT_PCT = 5.0  # the effect size the power analysis asks each study to detect
@@ -415,8 +415,8 @@ TESTBED_NOTES = {
         r"development machine's load; with QEMU's instruction counting (icount, shift $N$) every guest "
         r"instruction advances one virtual clock by $2^N$\,ns, so guest time no longer depends on the host, "
         r"but all emulated pCPUs share that clock, so a busy pCPU runs slower in guest time while another "
-        r"is busy too (\texttt{benchmarks/qemu\_clock.py} measures the factor) "
-        r"(each study's entry below says why its mode suits its comparisons). Either way absolute "
+        r"is busy too, a factor \texttt{benchmarks/qemu\_clock.py} measures. Each study's entry in the "
+        r"appendix says why its mode suits its comparisons. Either way absolute "
         r"numbers (Mbit/s, lock operations per second, benchmark seconds) are not those of a "
         r"machine; the direction of a difference in what the scheduler decides (BOOSTs, migrations, "
         r"where a vCPU ran) is the testbed's result, and whether any size carries over to hardware is "
@@ -574,7 +574,7 @@ def generate(
             f"\\paragraph{{The {tb} testbed}} reports "
             + _and([esc(study_label(s)) for s, t in pairs if t == tb])
             + (
-                "; this build measured it."
+                ", all measured by this build."
                 if tb in measured
                 else f"; this build re-derived its tables from the raw records shipped in \\texttt{{data/raw/{tb}}}"
                 f" (\\texttt{{make paper MEASURE=sim,{tb}}} measures them again)."
@@ -620,10 +620,8 @@ def generate(
             prov = rdata.provenance_summary(data_dir, tb, s, runs)
             seeds = prov["seeds"]
             lines.append(
-                f"\\item \\textbf{{{s.upper()}}} ({esc(display_title(st, tb))}): "
-                + "; ".join(
-                    f"{esc(a)} $\\in$ \\{{{', '.join(esc(str(v)) for v in vals)}\\}}" for a, vals in ts["axes"].items()
-                )
+                f"\\item \\textbf{{{s.upper()}}}, {esc(display_title(st, tb))}: "
+                + axes_text(ts["axes"])
                 + f". {runs_text(ts['runs'], ts['warmup'], ts)}; "
                 f"{prov['n_runs']} measured runs in all, run order seeded and interleaved (plan seed {prov['plan_seed']}); "
                 + (

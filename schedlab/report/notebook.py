@@ -15,6 +15,7 @@ from schedlab.core.files import atomic_write
 from schedlab.report import data as rdata
 from schedlab.report.tables import (
     StudyTable,
+    axes_text,
     count_of,
     count_word,
     fmt_bracket,
@@ -489,12 +490,10 @@ class StudyContext:
         s, tb = self.study, self.testbed
         st = config.testbed_settings(s, tb)
         prov = rdata.provenance_summary(self.data_dir, tb, self.study_name, self.runs)
-        axes = "; ".join(
-            f"{latex_escape(a)} $\\in$ \\{{{', '.join(latex_escape(str(v)) for v in vals)}\\}}"
-            for a, vals in st["axes"].items()
-        )
+        axes = axes_text(st["axes"])
+        # "base: base (yield is a no-op)", not "base (base (yield is a no-op))": labels hold parentheses
         variants = "; ".join(
-            f"\\texttt{{{latex_escape(v)}}} ({latex_escape(d['label'])})" for v, d in s["variants"].items()
+            f"\\texttt{{{latex_escape(v)}}}: {latex_escape(d['label'])}" for v, d in s["variants"].items()
         )
         tbd = prov["testbeds"][0] if prov["testbeds"] else {}
         if tbd.get("icount_shift") is not None and "accel" in tbd:

@@ -315,6 +315,16 @@ def times_word(n: int) -> str:
     return {0: "never", 1: "once", 2: "twice"}.get(n) or f"{count_word(n)} times"
 
 
+def axes_text(axes: dict) -> str:
+    """A study's points for the text: "vms $\\in$ \\{1, 2, 3\\}", or "vms = 24" for one value."""
+    return "; ".join(
+        f"{latex_escape(a)} = {latex_escape(str(vals[0]))}"
+        if len(vals) == 1
+        else f"{latex_escape(a)} $\\in$ \\{{{', '.join(latex_escape(str(v)) for v in vals)}\\}}"
+        for a, vals in axes.items()
+    )
+
+
 def runs_text(runs: int, warmup: int, settings: dict | None = None) -> str:
     """ "5 measured runs per point after one discarded warm-up run" (counts in agreement); where
     the testbed's unit is the boot (`settings`, config.testbed_settings), the boots per point and

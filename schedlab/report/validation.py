@@ -1048,6 +1048,10 @@ def macros(res: dict[str, pd.DataFrame], cfg: dict | None = None) -> dict[str, s
     model = scv[scv["model"] == MODEL]
     m["validated"] = str(int((model["verdict"] == VALIDATED).sum()))
     m["scenarios"] = str(len(model))
+    # in words for the text: "of the five scenarios it validates two"
+    m["scenarios-sentence"] = (
+        f"of the {count_word(len(model))} scenarios it validates {count_word(int(m['validated']), zero='none')}"
+    )
     scs = {s["name"]: s for s in (cfg or {}).get("scenarios", [])}
     if cfg:
         b = cfg["band"]
@@ -1346,7 +1350,7 @@ def write_kill_matrix(verdict_files: list[Path], out_dir: Path, cfg: dict) -> pd
     """kill-matrix.csv, kill-matrix.tex and kill-macros.tex in out_dir from the scenarios.csv of
     the model's validation and of each mutant's (the mutant's name is its folder's)."""
     from schedlab.core.files import atomic_write
-    from schedlab.report.tables import count_word, write_macros
+    from schedlab.report.tables import count_of, count_word, write_macros
 
     frames = []
     for f in verdict_files:
@@ -1383,6 +1387,19 @@ def write_kill_matrix(verdict_files: list[Path], out_dir: Path, cfg: dict) -> pd
     m["killed-validated"] = f"at most {count_word(most)} of them" if most else "none of them"
     m["mutants-survived"] = str(int((muts["killed"] == "no").sum()))
     m["swaps-testable"] = str(int((swaps["killed"] != "untestable").sum()))
+    # the counts as sentences for the text (count_of: "all five ...", "none of the ...", agreement)
+    testable = int(m["swaps-testable"])
+    swaps_text = count_of(
+        int(m["swaps-killed"]),
+        testable,
+        "swap of a testable scenario",
+        "swaps of a testable scenario",
+        ("is rejected", "are rejected"),
+    )
+    m["swaps-sentence"] = (swaps_text[0].upper() + swaps_text[1:] + ".") if testable else ""
+    mut_text = count_of(int(m["mutants-killed"]), len(muts), "mutant", "mutants", ("is killed", "are killed"))
+    m["mutants-sentence"] = mut_text[0].upper() + mut_text[1:] if len(muts) else ""
+    m["mutants-survived-words"] = count_word(int(m["mutants-survived"]), zero="none")
     for _, r in muts[muts["killed"] == "no"].iterrows():
         m[f"{r['model']}/survives"] = "1"
     write_macros(out_dir / "kill-macros.tex", "validation-kill", m)

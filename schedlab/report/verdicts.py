@@ -664,6 +664,7 @@ def robustness_macros(rows: list[Row], robust: dict[str, Robustness]) -> dict[st
     total = len(sure) + len(fragile)
     if not fragile:
         sentence = f"Each of the {count_word(total)} verdicts on the model holds at every setting of the sweep."
+        short = sentence
     else:
         names = word_list(
             rf"{latex_escape(r.claim.title)} (\emph{{{r.results['sim'][0]}}}, {100.0 * rb.share:.0f}\,\%)"
@@ -673,15 +674,26 @@ def robustness_macros(rows: list[Row], robust: dict[str, Robustness]) -> dict[st
         sentence = (
             f"{'The verdict' if len(fragile) == 1 else 'The verdicts'} on {names} "
             f"{'is' if len(fragile) == 1 else 'are'} fragile: {they} only at the share of the sweep's settings "
-            f"given in brackets"
+            f"given in parentheses"
         )
+        robust_names = word_list(_label(r.claim.study) for r, _ in sure) if sure else ""
         if sure:
             sentence += (
-                f"; {'the other verdict holds' if len(sure) == 1 else 'the other ' + count_word(len(sure)) + ' hold'}"
-                " at every setting."
+                f"; {'the verdict' if len(sure) == 1 else 'the verdicts'} on {robust_names} "
+                f"{'holds' if len(sure) == 1 else 'hold'} at every setting."
             )
         else:
             sentence += ", and no verdict on the model holds at every setting."
+        # the same finding in one clause, for the sections that point back to it (the full
+        # sentence stands once, in the verdicts section)
+        frag = of_n(len(fragile), total, "verdicts on the model")
+        short = (
+            f"{frag[0].upper() + frag[1:]} {'is' if len(fragile) == 1 and total > 1 else 'are'} fragile under the "
+            r"sweep (Section~\ref{sec:verdicts})"
+            + (f"; {'that' if len(sure) == 1 else 'those'} on {robust_names} "
+               f"{'holds' if len(sure) == 1 else 'hold'} at every setting." if sure else ".")
+        )  # fmt: skip
+    out["sim/robustness-short"] = short
     out["sim/robustness-sentence"] = sentence
     return out
 
@@ -970,9 +982,14 @@ def write(
         ]
         parts = [what.format(counted(n, "claim")) for n, what in does if n]
         macros[f"{tb}/rules-decide"] = word_list(parts) if parts else "decide no claim"
-        if k[UNTESTABLE]:
-            parts.append(f"leave {counted(k[UNTESTABLE], 'claim')} untestable")
-        macros[f"{tb}/rules-do"] = word_list(parts) if parts else "decide no claim"
+        # a claim whose study does not run on the testbed is not left untestable by it: said apart
+        absent = [r for r in rows if r.untestable_kind.get(tb) == "testbed"]
+        if k[UNTESTABLE] - len(absent):
+            parts.append(f"leave {counted(k[UNTESTABLE] - len(absent), 'claim')} untestable")
+        # "S2-native", not "S2 (native)": the names stand inside parentheses
+        names = word_list(re.sub(r" \((\w+)\)$", r"-\1", _label(r.claim.study)) for r in absent) if absent else ""
+        runs_not = f"; {names} {'does' if len(absent) == 1 else 'do'} not run there" if absent else ""
+        macros[f"{tb}/rules-do"] = (word_list(parts) if parts else "decide no claim") + runs_not
         macros.update(untestable_macros(rows, tb))
     if robust:
         macros.update(robustness_macros(rows, robust))
@@ -992,6 +1009,16 @@ _UNTESTABLE_SHORT = {
     "testbed": "does not run there",
     "evidence": "not resolved",
 }
+
+
+def _shared_subject(reasons: list[str]) -> list[str]:
+    """Reasons joined by "and" name a subject they share once: "TCG models no caches and gives
+    remote memory no extra cost", not "... and TCG gives ..."."""
+    out = []
+    for r in dict.fromkeys(reasons):
+        first = out[0].split(" ", 1)[0] if out else None
+        out.append(r.split(" ", 1)[1] if first and r.startswith(first + " ") and " " in r else r)
+    return out
 
 
 def untestable_macros(rows: list[Row], tb: str) -> dict[str, str]:
@@ -1020,7 +1047,7 @@ def untestable_macros(rows: list[Row], tb: str) -> dict[str, str]:
         short.append(f"{claims('design')} {verb('design', 'is', 'are')} untestable by construction")
         long.append(
             f"{claims('design')} {verb('design', 'is', 'are')} untestable by construction, since "
-            + " and ".join(reasons)
+            + " and ".join(_shared_subject(reasons))
         )
     if "records" in by_kind:
         short.append(

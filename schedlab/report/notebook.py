@@ -29,6 +29,17 @@ from schedlab.report.tables import (
 # why a comparison has no test, as the text says it (config.MIN_BOOTS: the paper's floor of units)
 TOO_FEW_UNITS = f"fewer than {count_word(config.MIN_BOOTS)} boots in a variant"
 
+
+def too_few(cmp: pd.DataFrame) -> str:
+    """Why `cmp`'s untestable comparisons have no test, from their own reason (stats.compare_table:
+    "3 boots in a variant, fewer than the 5 a test needs"): the unit and floor of this testbed."""
+    for reason in cmp.get("reason", pd.Series(dtype=object)).dropna():
+        m = re.match(r"\d+ (\w+?)s? in a variant, fewer than the (\d+)", str(reason))
+        if m:
+            return f"fewer than {count_word(int(m.group(2)))} {m.group(1)}s in a variant"
+    return TOO_FEW_UNITS
+
+
 # stats.bootstrap_ratio_ci's `method`, as the text names it
 RATIO_METHODS = {
     "log-t": "log-ratio $t$",
@@ -44,14 +55,15 @@ def significance_phrase(cmp: pd.DataFrame, one: str = "comparison", many: str = 
     are tested, so an untestable one is counted apart, never as "not significant"."""
     tested = int((cmp["test"] != "untestable").sum())
     untested = len(cmp) - tested
+    why = too_few(cmp[cmp["test"] == "untestable"])
     if tested == 0:
         every = f"all {'' if owner == 'the' else owner + ' '}{count_word(len(cmp))} {many} are"
         who = f"{owner} only {one} is" if len(cmp) == 1 else every
-        return f"{who} untestable ({TOO_FEW_UNITS})"
+        return f"{who} untestable ({why})"
     more = ""
     if untested:
         one, many = f"tested {one}", f"tested {many}"
-        more = f", and {count_word(untested)} more {'is' if untested == 1 else 'are'} untestable ({TOO_FEW_UNITS})"
+        more = f", and {count_word(untested)} more {'is' if untested == 1 else 'are'} untestable ({why})"
     nsig = int(cmp["significant"].sum())
     return count_of(nsig, tested, one, many, ("is significant", "are significant"), owner) + more
 
@@ -360,7 +372,7 @@ class StudyContext:
         macros[f"check/{name}/n"] = str(len(cmp))
         if margin_pct:
             macros[f"check/{name}/margin"] = f"{margin_pct:g}"
-        for _, c in cmp.iterrows():
+        for i, c in cmp.iterrows():
             point = {a: c[a] for a in self.axes}
             pid = config.point_id(point)
             ref = c["baseline"]
@@ -406,12 +418,16 @@ class StudyContext:
                 "untestable" if untestable else fmt_bracket(c["pct_low"], c["pct_high"], value=c["pct"])
             )
             macros[f"check/{key}/sig"] = (
-                TOO_FEW_UNITS if untestable else "significant" if c["significant"] else "no detectable difference"
+                too_few(cmp.loc[[i]])
+                if untestable
+                else "significant"
+                if c["significant"]
+                else "no detectable difference"
             )
             macros[f"check/{key}/p"] = f"{c['p_holm']:.2g}"
             if margin_pct:
                 macros[f"check/{key}/eq"] = (
-                    TOO_FEW_UNITS
+                    too_few(cmp.loc[[i]])
                     if untestable
                     else f"equivalent within $\\pm${margin_pct:g}\\,\\%"
                     if eq
@@ -532,7 +548,7 @@ class StudyContext:
         out = {"ncmp": str(len(cmp)), "nsig": str(int(cmp["significant"].sum())) if len(cmp) else "0"}
         if len(cmp):  # the same counts as a phrase for running text: "none of the table's twelve ..."
             out["sigof"] = significance_phrase(cmp)
-        for _, c in cmp.iterrows():
+        for i, c in cmp.iterrows():
             pid = config.point_id({a: c[a] for a in self.axes})
             key = f"{c['variant']}/{pid}/{c['metric']}"
             out[f"d/{key}"] = fmt_signed_ci(c["pct"], c["pct_low"], c["pct_high"])
@@ -540,7 +556,7 @@ class StudyContext:
             out[f"sig/{key}"] = (
                 "exact: the runs do not vary"
                 if c.get("test") == "exact"
-                else f"untestable: {TOO_FEW_UNITS}"
+                else f"untestable: {too_few(cmp.loc[[i]])}"
                 if c.get("test") == "untestable"
                 else "significant"
                 if c["significant"]

@@ -770,6 +770,11 @@ def _label(study: str) -> str:
     return study_label(study)
 
 
+def _inline_label(study: str) -> str:
+    """ "S2-native", not "S2 (native)": a study's name where it stands inside parentheses."""
+    return re.sub(r" \((\w+)\)$", r"-\1", _label(study))
+
+
 def coverage_tex(
     studies: dict[str, dict], all_testbeds: list[str], reported: list[str], pairs: set, measured: list[str]
 ) -> Table:
@@ -986,8 +991,7 @@ def write(
         absent = [r for r in rows if r.untestable_kind.get(tb) == "testbed"]
         if k[UNTESTABLE] - len(absent):
             parts.append(f"leave {counted(k[UNTESTABLE] - len(absent), 'claim')} untestable")
-        # "S2-native", not "S2 (native)": the names stand inside parentheses
-        names = word_list(re.sub(r" \((\w+)\)$", r"-\1", _label(r.claim.study)) for r in absent) if absent else ""
+        names = word_list(_inline_label(r.claim.study) for r in absent) if absent else ""
         runs_not = f"; {names} {'does' if len(absent) == 1 else 'do'} not run there" if absent else ""
         macros[f"{tb}/rules-do"] = (word_list(parts) if parts else "decide no claim") + runs_not
         macros.update(untestable_macros(rows, tb))
@@ -1030,8 +1034,7 @@ def untestable_macros(rows: list[Row], tb: str) -> dict[str, str]:
     for r in rows:
         if r.results.get(tb, ("",))[0] == UNTESTABLE:
             kind = r.untestable_kind.get(tb, "evidence")
-            # "S2-native", not "S2 (native)": the names stand inside parentheses
-            by_kind.setdefault(kind, []).append(re.sub(r" \((\w+)\)$", r"-\1", _label(r.claim.study)))
+            by_kind.setdefault(kind, []).append(_inline_label(r.claim.study))
             if kind == "design":
                 reasons.append(re.split(r",? so\b|\(", r.claim.untestable[tb])[0].strip().rstrip(","))
 

@@ -330,3 +330,14 @@ def test_the_caption_counts_a_cells_runs_per_boot_not_the_boots_runs(tmp_path):
     assert "4 boots per cell so far, of the 6 its registered design plans (" in (
         StudyTable(_study(), "qemu", part, tmp_path / "part")._units_text()
     )
+
+
+def test_a_calibrated_values_reason_leaves_out_the_files_history():
+    """The paper's table of calibrated values quotes the study file's reason, not its history
+    ("(was 32.5 without netback)" is the file's change log)."""
+    from schedlab.report.methods import calibrated_values
+
+    st = config.load_study("s1")
+    text = (config.ROOT / "config" / "studies" / "s1.yaml").read_text()
+    rr = dict((p, w) for p, _, w in calibrated_values(st, text))["rr.one_way_us"]
+    assert rr.endswith("= 78 us") and "(was" not in rr

@@ -154,6 +154,8 @@ def calibrated_values(study: dict, text: str) -> list[tuple[str, object, str]]:
             if code_n.strip() or not more.strip():
                 break
             why += " " + more.strip()
+        # a comment's history ("(was 32.5 without netback)") is the study file's, not the value's
+        why = re.sub(r"\s*\(was [^)]*\)", "", why)
         out.append((".".join(path).removeprefix("sim_workload."), value, why))
     return out
 

@@ -280,4 +280,4 @@ def test_compare_table_paired_by_round():
     # one pair: untestable, not an error
     one = ((df.variant == "a") & (df["round"] < 2)) | ((df.variant == "b") & df["round"].isin([1, 9]))
     u = compare_table(df[one], "m", "a", test="paired", pair_col="round").iloc[0]
-    assert u["test"] == "untestable" and "fewer than 2" in u["reason"]
+    assert u["test"] == "untestable" and "fewer than the 2 a test needs" in u["reason"]

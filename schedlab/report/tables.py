@@ -239,7 +239,7 @@ def of_n(k: int, n: int, noun: str = "") -> str:
     if k == n and n > 1:
         return f"all {count_word(n)}{tail}"
     if k == 0:
-        return f"none of the {count_word(n)}{tail}"
+        return f"neither of the two{tail}" if n == 2 else f"none of the {count_word(n)}{tail}"
     return f"{count_word(k)} of the {count_word(n)}{tail}"
 
 

@@ -50,6 +50,7 @@ from schedlab.mirror import (  # noqa: F401  (the scenario file and the qemu sid
     qemu_side,
     select,
 )
+from schedlab.stats.core import TOO_FEW_UNITS_MARK
 
 # row verdicts: only AGREE and MISS count; the others say why a row is left out of the count
 AGREE, MISS = "agree", "miss"
@@ -273,7 +274,7 @@ def compare(sc: dict, qemu: dict, sim: dict, cfg: dict) -> pd.DataFrame:
                 row.update(
                     verdict=FEW_BOOTS,
                     reason=f"{qn} boot{'' if qn == 1 else 's'} with the event on qemu, fewer than the "
-                    f"{config.MIN_BOOTS} a test needs",
+                    f"{config.MIN_BOOTS} {TOO_FEW_UNITS_MARK}",
                 )
             elif band is None:
                 row.update(verdict=NO_BAND, reason="no band: real Xen shows no spread of it across boots")
